@@ -1,0 +1,538 @@
+"""Shared plumbing for the benchmark scripts in this package.
+
+Everything here is independent of any one benchmark:
+
+* :func:`embedded_or_dsn` gives a DSN: the caller's, or one for a throw-away embedded
+  PostgreSQL (pgserver) that is stopped and deleted afterwards.
+* :func:`wal_lsn`, :func:`wal_bytes_since`, :func:`checkpoint` and :func:`relations_size`
+  measure what a workload wrote. WAL deltas are only meaningful while the benchmark is the
+  only writer on the server.
+* :class:`Stat` summarises repeated samples as median and min-max, including paired
+  ratios/differences against a baseline measured in the same rounds.
+* :class:`Table`, :func:`print_table` and :func:`write_results` render results to the
+  terminal (``rich`` when importable, plain text otherwise), JSON and Markdown.
+* :func:`machine_info` records the host and the server settings that matter for write
+  benchmarks (cores, PostgreSQL version, fsync, WAL settings).
+
+SQL identifiers that have to be interpolated (schema and table names) go through
+:func:`ident`, which accepts only plain lower-case identifiers; values are always bound
+as parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import datetime as dt
+import importlib
+import os
+import platform
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, TypeAlias
+
+import asyncpg
+import orjson
+
+Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
+"""The connection type the helpers accept."""
+
+__all__ = [
+    "Connection",
+    "ResultFiles",
+    "Stat",
+    "Table",
+    "checkpoint",
+    "embedded_or_dsn",
+    "ident",
+    "machine_info",
+    "print_table",
+    "qualified",
+    "relations_size",
+    "wal_bytes_since",
+    "wal_lsn",
+    "write_results",
+]
+
+# --------------------------------------------------------------------------------------
+# Identifiers
+# --------------------------------------------------------------------------------------
+
+_IDENT_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def ident(name: str) -> str:
+    """Return ``name`` double-quoted for use as an SQL identifier.
+
+    Only plain lower-case identifiers (``[a-z_][a-z0-9_]*``, at most 63 bytes) are
+    accepted, so the result is safe to interpolate into SQL text.
+
+    Raises:
+        ValueError: if ``name`` is not such an identifier.
+    """
+    if not _IDENT_RE.fullmatch(name):
+        raise ValueError(f"not a plain SQL identifier: {name!r}")
+    return f'"{name}"'
+
+
+def qualified(schema: str, name: str) -> str:
+    """Return ``"schema"."name"``, validating both parts with :func:`ident`."""
+    return f"{ident(schema)}.{ident(name)}"
+
+
+# --------------------------------------------------------------------------------------
+# Server
+# --------------------------------------------------------------------------------------
+
+
+def _start_embedded(pgdata: Path) -> Any:
+    with warnings.catch_warnings():
+        # platformdirs warns about a missing XDG_RUNTIME_DIR when pgserver is imported.
+        warnings.simplefilter("ignore")
+        from pgserver.postgres_server import get_server
+
+        return get_server(pgdata, cleanup_mode="stop")
+
+
+def _stop_embedded(server: Any, tmp: Path) -> None:
+    try:
+        server.cleanup()
+    finally:
+        # The server registered the same cleanup with atexit; it has run now.
+        atexit.unregister(server._cleanup)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def embedded_or_dsn(
+    dsn: str | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> AsyncIterator[str]:
+    """Yield a DSN to benchmark against.
+
+    With ``dsn`` given it is yielded unchanged and nothing is started or stopped. With
+    ``dsn=None`` an embedded PostgreSQL (pgserver) is initialised in a new temporary
+    directory, its unix-socket DSN is yielded, and on exit the server is stopped and the
+    directory deleted, also when the body raises.
+
+    Args:
+        dsn: an existing server's DSN, or ``None`` for an embedded one.
+        log: optional callback for progress messages (start/stop).
+    """
+    if dsn is not None:
+        yield dsn
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="awa-bench-"))
+    if log is not None:
+        log(f"starting embedded PostgreSQL in {tmp}")
+    try:
+        server = await asyncio.to_thread(_start_embedded, tmp / "pgdata")
+    except BaseException:
+        await asyncio.to_thread(shutil.rmtree, tmp, True)
+        raise
+    try:
+        yield str(server.get_uri())
+    finally:
+        if log is not None:
+            log("stopping embedded PostgreSQL")
+        await asyncio.to_thread(_stop_embedded, server, tmp)
+
+
+# --------------------------------------------------------------------------------------
+# Measurement
+# --------------------------------------------------------------------------------------
+
+
+async def wal_lsn(conn: Connection) -> str:
+    """Return the current WAL insert position (``pg_current_wal_insert_lsn()``) as text."""
+    lsn = await conn.fetchval("SELECT pg_current_wal_insert_lsn()::text")
+    return str(lsn)
+
+
+async def wal_bytes_since(conn: Connection, start_lsn: str) -> int:
+    """Return the WAL bytes inserted since ``start_lsn`` (from :func:`wal_lsn`).
+
+    This counts every writer on the server, so it measures one workload only while that
+    workload is the only writer.
+    """
+    diff = await conn.fetchval(
+        "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::bigint",
+        start_lsn,
+    )
+    return int(diff)
+
+
+async def checkpoint(conn: Connection) -> bool:
+    """Run ``CHECKPOINT``; return ``False`` instead of failing when not permitted.
+
+    Running one before each measured run puts every run in the same position relative to
+    checkpoints (full-page images, background flushing).
+    """
+    try:
+        await conn.execute("CHECKPOINT")
+    except asyncpg.InsufficientPrivilegeError:
+        return False
+    return True
+
+
+async def relations_size(conn: Connection, schema: str, tables: Iterable[str]) -> int:
+    """Return the summed ``pg_total_relation_size`` (heap, TOAST, indexes, forks) of tables."""
+    ident(schema)
+    names = list(tables)
+    for name in names:
+        ident(name)
+    size = await conn.fetchval(
+        "SELECT coalesce(sum(pg_total_relation_size(format('%I.%I', $1::text, t)::regclass)), 0)"
+        "::bigint FROM unnest($2::text[]) AS t",
+        schema,
+        names,
+    )
+    return int(size)
+
+
+# --------------------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """Median and min-max of repeated samples of one metric.
+
+    Build it with :meth:`of`, or with :meth:`paired_ratio` / :meth:`paired_diff` to compare
+    two metrics sampled in the same rounds (pairing cancels drift that affects both).
+    """
+
+    median: float
+    min: float
+    max: float
+    samples: tuple[float, ...] = field(repr=False)
+
+    @classmethod
+    def of(cls, samples: Iterable[float]) -> Stat:
+        """Summarise ``samples`` (at least one)."""
+        values = tuple(float(s) for s in samples)
+        if not values:
+            raise ValueError("Stat.of needs at least one sample")
+        return cls(statistics.median(values), min(values), max(values), values)
+
+    @classmethod
+    def paired_ratio(cls, numerators: Sequence[float], denominators: Sequence[float]) -> Stat:
+        """Summarise ``numerators[i] / denominators[i]`` over rounds ``i``."""
+        if len(numerators) != len(denominators):
+            raise ValueError("paired samples differ in length")
+        return cls.of(n / d for n, d in zip(numerators, denominators, strict=True))
+
+    @classmethod
+    def paired_diff(cls, values: Sequence[float], baseline: Sequence[float]) -> Stat:
+        """Summarise ``values[i] - baseline[i]`` over rounds ``i``."""
+        if len(values) != len(baseline):
+            raise ValueError("paired samples differ in length")
+        return cls.of(v - b for v, b in zip(values, baseline, strict=True))
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return len(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """``max - min``."""
+        return self.max - self.min
+
+    @property
+    def relative_spread(self) -> float:
+        """``(max - min) / |median|`` (``inf`` for a zero median with a spread)."""
+        if self.median == 0:
+            return 0.0 if self.spread == 0 else float("inf")
+        return self.spread / abs(self.median)
+
+    def fmt(self, spec: str = ",.0f", *, spread: bool = True, signed: bool = False) -> str:
+        """Format as ``median (min..max)`` using the format ``spec`` for each number.
+
+        Args:
+            spec: a format spec such as ``",.0f"`` or ``".2f"``.
+            spread: include the ``(min..max)`` part.
+            signed: prefix a ``+`` on non-negative numbers.
+        """
+        full = ("+" if signed else "") + spec
+        text = format(self.median, full)
+        if spread and self.n > 1:
+            text += f" ({format(self.min, full)}..{format(self.max, full)})"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form: median, min, max, n and the samples."""
+        return {
+            "median": self.median,
+            "min": self.min,
+            "max": self.max,
+            "n": self.n,
+            "samples": list(self.samples),
+        }
+
+
+# --------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A titled table of pre-formatted cells, rendered to terminal or Markdown.
+
+    ``align`` holds one of ``"l"``/``"r"`` per column; by default the first column is
+    left-aligned and the rest right-aligned.
+    """
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str | None = None
+    align: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for row in self.rows:
+            if len(row) != len(self.columns):
+                raise ValueError(f"row has {len(row)} cells, table has {len(self.columns)}")
+        if self.align is not None and len(self.align) != len(self.columns):
+            raise ValueError("align needs one entry per column")
+
+    def _align(self) -> tuple[str, ...]:
+        if self.align is not None:
+            return self.align
+        return ("l",) + ("r",) * (len(self.columns) - 1)
+
+    def to_markdown(self) -> str:
+        """Render as a Markdown section: ``### title``, the table, then the caption."""
+
+        def cell(text: str) -> str:
+            return text.replace("|", "\\|").replace("\n", " ")
+
+        rule = ["---:" if a == "r" else ":---" for a in self._align()]
+        lines = [f"### {self.title}", ""]
+        lines.append("| " + " | ".join(cell(c) for c in self.columns) + " |")
+        lines.append("| " + " | ".join(rule) + " |")
+        lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in self.rows)
+        if self.caption:
+            lines += ["", self.caption]
+        return "\n".join(lines) + "\n"
+
+    def to_text(self) -> str:
+        """Render as fixed-width plain text."""
+        widths = [
+            max([len(c)] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.columns)
+        ]
+
+        def line(cells: Sequence[str]) -> str:
+            parts = [
+                c.ljust(w) if a == "l" else c.rjust(w)
+                for c, w, a in zip(cells, widths, self._align(), strict=True)
+            ]
+            return "  ".join(parts).rstrip()
+
+        out = [self.title, line(self.columns), "  ".join("-" * w for w in widths)]
+        out.extend(line(r) for r in self.rows)
+        if self.caption:
+            out.append(self.caption)
+        return "\n".join(out) + "\n"
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` with ``rich`` when it is importable, else as plain text."""
+    try:
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table as RichTable
+    except ImportError:  # pragma: no cover - rich is a project dependency
+        print(table.to_text())
+        return
+    rich_table = RichTable(title=table.title, caption=table.caption, box=box.SIMPLE_HEAD)
+    for name, a in zip(table.columns, table._align(), strict=True):
+        rich_table.add_column(name, justify="right" if a == "r" else "left", overflow="fold")
+    rich_table.columns[0].no_wrap = True
+    for row in table.rows:
+        rich_table.add_row(*row)
+    # Not on a terminal (piped, CI logs): allow wide tables instead of rich's 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    console.print(rich_table)
+
+
+class ResultFiles(NamedTuple):
+    """Paths written by :func:`write_results`."""
+
+    json: Path
+    markdown: Path
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Stat):
+        return value.as_dict()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def _meta_markdown(meta: Mapping[str, object], depth: int = 0) -> list[str]:
+    lines: list[str] = []
+    pad = "  " * depth
+    for key, value in meta.items():
+        if isinstance(value, Mapping):
+            lines.append(f"{pad}- {key}:")
+            lines.extend(_meta_markdown(value, depth + 1))
+        elif isinstance(value, Stat):
+            lines.append(f"{pad}- {key}: {value.fmt('.4g')}")
+        elif isinstance(value, list | tuple):
+            lines.append(f"{pad}- {key}: {', '.join(str(v) for v in value) or '(none)'}")
+        else:
+            lines.append(f"{pad}- {key}: {value}")
+    return lines
+
+
+def write_results(
+    out_dir: str | Path,
+    name: str,
+    rows: Sequence[Mapping[str, object]],
+    meta: Mapping[str, object],
+    *,
+    title: str | None = None,
+    tables: Sequence[Table] = (),
+    notes: Sequence[str] = (),
+    extra: Mapping[str, object] | None = None,
+) -> ResultFiles:
+    """Write ``<name>.json`` and ``<name>.md`` into ``out_dir`` (created if missing).
+
+    The JSON holds ``{"name", "generated_at", "meta", "rows"}`` plus the ``extra``
+    sections; :class:`Stat`, paths and datetimes anywhere inside are serialised. The
+    Markdown holds the title, the ``tables``, the ``notes`` (paragraphs, Markdown
+    allowed) and ``meta`` as a nested bullet list under "Machine and settings".
+
+    Args:
+        out_dir: directory to write into.
+        name: file stem, e.g. ``"completion_statements"``.
+        rows: one mapping per measured case (machine-readable results).
+        meta: run context: machine info, configuration, reference numbers.
+        title: Markdown heading; defaults to ``name``.
+        tables: human-readable tables for the Markdown.
+        notes: paragraphs appended after the tables.
+        extra: further top-level JSON sections (derived comparisons, raw data); not
+            rendered into the Markdown, which shows ``tables`` instead.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"bad result name: {name!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    generated_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    reserved = {"name", "generated_at", "meta", "rows"}
+    if extra and reserved & set(extra):
+        raise ValueError(f"extra may not redefine {sorted(reserved & set(extra))}")
+    document: dict[str, object] = {
+        "name": name,
+        "generated_at": generated_at,
+        "meta": dict(meta),
+        "rows": [dict(r) for r in rows],
+        **(extra or {}),
+    }
+    json_path = out / f"{name}.json"
+    json_path.write_bytes(
+        orjson.dumps(
+            document,
+            default=_json_default,
+            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+        )
+        + b"\n"
+    )
+    md: list[str] = [f"# {title or name}", "", f"Generated {generated_at.isoformat()}.", ""]
+    for table in tables:
+        md += [table.to_markdown()]
+    for note in notes:
+        md += [note.strip(), ""]
+    md += ["## Machine and settings", "", *_meta_markdown(meta), ""]
+    md_path = out / f"{name}.md"
+    md_path.write_text("\n".join(md), encoding="utf-8")
+    return ResultFiles(json_path, md_path)
+
+
+# --------------------------------------------------------------------------------------
+# Machine info
+# --------------------------------------------------------------------------------------
+
+_PG_SETTINGS = (
+    "fsync",
+    "synchronous_commit",
+    "wal_sync_method",
+    "wal_level",
+    "full_page_writes",
+    "wal_compression",
+    "default_toast_compression",
+    "shared_buffers",
+    "work_mem",
+    "max_wal_size",
+    "checkpoint_timeout",
+    "jit",
+)
+
+
+def _cpu_model() -> str | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or None
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def _host_info() -> dict[str, object]:
+    info: dict[str, object] = {
+        "logical_cores": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "asyncpg": asyncpg.__version__,
+    }
+    try:
+        psutil = importlib.import_module("psutil")  # untyped; ships with pgserver
+        info["physical_cores"] = psutil.cpu_count(logical=False)
+        info["memory_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:  # pragma: no cover - psutil comes with pgserver
+        pass
+    return info
+
+
+async def machine_info(conn: Connection | None = None) -> dict[str, object]:
+    """Describe the host and, given a connection, the server.
+
+    Returns a JSON-ready mapping with ``host`` (cores, CPU model, platform, Python and
+    asyncpg versions, memory) and, with ``conn``, ``postgres`` (``server_version``,
+    ``version()`` and the durability/WAL settings such as ``fsync``,
+    ``synchronous_commit``, ``wal_level``, ``full_page_writes``).
+    """
+    info: dict[str, object] = {"host": _host_info()}
+    if conn is not None:
+        rows = await conn.fetch(
+            "SELECT name, current_setting(name) AS value FROM pg_settings"
+            " WHERE name = ANY($1::text[])",
+            list(_PG_SETTINGS),
+        )
+        found = {str(r["name"]): str(r["value"]) for r in rows}
+        settings = {key: found[key] for key in _PG_SETTINGS if key in found}
+        pg: dict[str, object] = {
+            "server_version": await conn.fetchval("SHOW server_version"),
+            "version": await conn.fetchval("SELECT version()"),
+            **settings,
+        }
+        info["postgres"] = pg
+    return info

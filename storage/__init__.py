@@ -1,0 +1,76 @@
+"""Awa-style Postgres queue storage with retained job output (ADR-048).
+
+The public API; everything else in this package is internal.
+"""
+
+from __future__ import annotations
+
+from storage.callbacks import ExternalCompletion
+from storage.client import Client, TaskSpec, kind_of
+from storage.errors import (
+    ArgsValidationError,
+    AwaError,
+    CallbackNotFound,
+    ConfigError,
+    ConnectionFailed,
+    InvalidJobState,
+    JobNotFound,
+    OutputError,
+    ReadOnlyError,
+    SchemaNotMigrated,
+    StageError,
+    StaleAttempt,
+    TerminalError,
+    UnknownKind,
+)
+from storage.events import JobEvent
+from storage.job import Job
+from storage.migrate import migrate
+from storage.models import (
+    DlqInfo,
+    JobKindDescriptor,
+    JobRow,
+    JobState,
+    KindSummary,
+    StateCounts,
+)
+from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
+
+__all__ = [
+    "MAX_OUTPUT_BYTES",
+    "ArgsValidationError",
+    "AwaError",
+    "CallbackNotFound",
+    "CallbackToken",
+    "Cancel",
+    "Client",
+    "ConfigError",
+    "ConnectionFailed",
+    "DlqInfo",
+    "ExternalCompletion",
+    "InvalidJobState",
+    "Job",
+    "JobEvent",
+    "JobKindDescriptor",
+    "JobNotFound",
+    "JobRow",
+    "JobState",
+    "KindSummary",
+    "OutputError",
+    "OutputSlot",
+    "ReadOnlyError",
+    "RetryAfter",
+    "SchemaNotMigrated",
+    "Snooze",
+    "StageError",
+    "StaleAttempt",
+    "StateCounts",
+    "TaskSpec",
+    "TerminalError",
+    "UnknownKind",
+    "WaitForCallback",
+    "encode_output",
+    "kind_of",
+    "migrate",
+]

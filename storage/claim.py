@@ -1,0 +1,101 @@
+"""Claim: one statement locks the first lane with work (priority, then queue), reads up to N
+ready rows from its cursor in lane order, skips tombstoned ones, writes one ``claim_batches``
+row and advances the cursor. A plain running job has no mutable per-job row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+CLAIM_BATCH = """
+WITH lane AS (
+    SELECT queue, priority, claim_seq FROM queue_lanes
+     WHERE queue = ANY($1::text[]) AND claim_seq < next_seq
+     ORDER BY priority, queue
+     LIMIT 1
+       FOR UPDATE
+), scanned AS (
+    SELECT r.*, EXISTS (SELECT 1 FROM ready_tombstones t
+                         WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease) AS dead
+      FROM lane
+      JOIN ready_entries r
+        ON r.queue = lane.queue AND r.priority = lane.priority AND r.lane_seq >= lane.claim_seq
+     ORDER BY r.lane_seq
+     LIMIT $2
+), advanced AS (
+    UPDATE queue_lanes l SET claim_seq = (SELECT max(lane_seq) + 1 FROM scanned)
+      FROM lane
+     WHERE l.queue = lane.queue AND l.priority = lane.priority AND EXISTS (SELECT 1 FROM scanned)
+    RETURNING 1
+), batch AS (
+    INSERT INTO claim_batches (slot, claim_id, queue, priority, lane_lo, lane_hi, job_ids,
+                               run_leases, lane_seqs, attempts, claimed_at, deadline_at)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'claim'), nextval('claim_id_seq'),
+           lane.queue, lane.priority, lane.claim_seq, (SELECT max(lane_seq) FROM scanned),
+           array_agg(s.job_id ORDER BY s.lane_seq), array_agg(s.run_lease ORDER BY s.lane_seq),
+           array_agg(s.lane_seq ORDER BY s.lane_seq), array_agg(s.attempt + 1 ORDER BY s.lane_seq),
+           now(), now() + make_interval(secs => $3)
+      FROM scanned s, lane
+     WHERE NOT s.dead
+     GROUP BY lane.queue, lane.priority, lane.claim_seq
+    RETURNING claim_id, claimed_at, deadline_at
+)
+SELECT s.job_id, s.kind, s.queue, s.args, s.priority, s.attempt + 1 AS attempt, s.run_lease,
+       s.max_attempts, s.lane_seq, s.run_at, s.created_at, s.payload,
+       b.claim_id, b.claimed_at, b.deadline_at
+  FROM scanned s, batch b
+ WHERE NOT s.dead
+ ORDER BY s.lane_seq
+"""
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """One attempt as claimed: ``(job_id, run_lease)`` guards every transition it makes."""
+
+    job_id: int
+    kind: str
+    queue: str
+    args: Any
+    priority: int
+    attempt: int
+    run_lease: int
+    max_attempts: int
+    lane_seq: int
+    run_at: datetime
+    created_at: datetime
+    payload: dict[str, Any] | None
+    claim_id: int
+    claimed_at: datetime
+    deadline_at: datetime
+
+
+async def claim_batch(
+    conn: asyncpg.Connection, queues: list[str], limit: int, deadline_seconds: float
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work."""
+    rows = await conn.fetch(CLAIM_BATCH, queues, limit, deadline_seconds)
+    return [
+        ClaimedJob(
+            job_id=r["job_id"],
+            kind=r["kind"],
+            queue=r["queue"],
+            args=r["args"],
+            priority=r["priority"],
+            attempt=r["attempt"],
+            run_lease=r["run_lease"],
+            max_attempts=r["max_attempts"],
+            lane_seq=r["lane_seq"],
+            run_at=r["run_at"],
+            created_at=r["created_at"],
+            payload=r["payload"],
+            claim_id=r["claim_id"],
+            claimed_at=r["claimed_at"],
+            deadline_at=r["deadline_at"],
+        )
+        for r in rows
+    ]

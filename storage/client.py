@@ -1,0 +1,470 @@
+"""The public entry point: a pool, registered tasks, inserts, reads, callbacks and the runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import asyncpg
+import orjson
+
+from storage import callbacks, reads
+from storage.batcher import CompletionBatcher
+from storage.callbacks import ExternalCompletion
+from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
+from storage.db import create_pool, translate_errors
+from storage.enqueue import NewJob, insert_jobs
+from storage.errors import (
+    ArgsValidationError,
+    AwaError,
+    SchemaNotMigrated,
+    StaleAttempt,
+    UnknownKind,
+)
+from storage.events import EventBus, JobEvent, Listener
+from storage.finalize import AttemptRef, Outcome
+from storage.job import Job
+from storage.metrics import OutputMetrics
+from storage.migrate import LATEST_VERSION
+from storage.models import JobRow, JobState, StateCounts
+from storage.output import register_output_type
+from storage.payload import build_payload
+from storage.results import CallbackToken
+from storage.runtime import Runtime
+from storage.schema_probe import OutputColumnsProbe
+from storage.transitions import Ended
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
+SCHEMA_READY = "SELECT to_regclass(current_schema() || '.ready_entries') IS NOT NULL"
+SET_QUEUE = """
+INSERT INTO queue_settings (queue, dlq_enabled) VALUES ($1, $2)
+ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
+"""
+
+
+def kind_of(args_type: type) -> str:
+    """``SyncInventory`` -> ``sync_inventory``."""
+    return _CAMEL.sub("_", args_type.__name__).lower()
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    kind: str
+    handler: Callable[[Job[Any]], Awaitable[Any]]
+    args_type: type | None
+    output_type: type | None
+    queue: str
+
+    @property
+    def args_type_name(self) -> str:
+        return self.args_type.__name__ if self.args_type is not None else "dict"
+
+
+class Client:
+    """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``."""
+
+    def __init__(self, pool: asyncpg.Pool, schema: str, dsn: str | None, read_only: bool) -> None:
+        self.pool = pool
+        self.schema = schema
+        self.dsn = dsn
+        self.read_only = read_only
+        self.metrics = OutputMetrics()
+        self.events = EventBus()
+        self._tasks: dict[str, TaskSpec] = {}
+        self._probe = OutputColumnsProbe()
+        self.batcher = CompletionBatcher(pool, self.outputs_supported)
+        self._runtime: Runtime | None = None
+        self._listener: asyncpg.Connection | None = None
+        self._callback_waiters: dict[str, asyncio.Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str | None,
+        schema: str = "awa",
+        *,
+        read_only: bool = False,
+        max_connections: int = 10,
+    ) -> Client:
+        """Open a pool on ``schema`` and check that the schema is migrated."""
+        pool = await create_pool(dsn, schema, max_size=max_connections, read_only=read_only)
+        client = cls(pool, schema, dsn, read_only)
+        client._loop = asyncio.get_running_loop()
+        try:
+            async with pool.acquire() as conn, translate_errors(dsn):
+                if not await conn.fetchval(SCHEMA_READY):
+                    raise SchemaNotMigrated(
+                        f"Schema {schema!r} has no queue storage; run `awa-tui migrate` "
+                        f"(migrations up to v{LATEST_VERSION:03d})."
+                    )
+        except BaseException:
+            await pool.close()
+            raise
+        return client
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.shutdown()
+        await self.pool.close()
+
+    # -- tasks --------------------------------------------------------------------------------
+    def task(
+        self,
+        args_type: type | None = None,
+        *,
+        kind: str | None = None,
+        output: type | None = None,
+        queue: str = "default",
+    ) -> Callable[[F], F]:
+        """Register the decorated coroutine as the handler of a kind (derived from ``args_type``)."""
+        if kind is None:
+            if args_type is None:
+                raise AwaError("A task needs an args type or an explicit kind.")
+            kind = kind_of(args_type)
+        resolved_kind = kind
+
+        def decorate(handler: F) -> F:
+            self._tasks[resolved_kind] = TaskSpec(resolved_kind, handler, args_type, output, queue)
+            if output is not None:
+                register_output_type(resolved_kind, output)
+            return handler
+
+        return decorate
+
+    def task_spec(self, kind: str) -> TaskSpec | None:
+        return self._tasks.get(kind)
+
+    @property
+    def tasks(self) -> dict[str, TaskSpec]:
+        return dict(self._tasks)
+
+    # -- inserting ----------------------------------------------------------------------------
+    def build_job(self, args: Any, options: dict[str, Any]) -> NewJob:
+        """Validate and serialize one job (also used by ``Job.stage``)."""
+        options = dict(options)
+        kind = options.pop("kind", None)
+        queue = options.pop("queue", None)
+        priority = options.pop("priority", 2)
+        max_attempts = options.pop("max_attempts", 25)
+        run_at = options.pop("run_at", None)
+        tags = options.pop("tags", ())
+        metadata = options.pop("metadata", None)
+        if options:
+            raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
+        if kind is None:
+            if isinstance(args, dict):
+                raise UnknownKind("A job given as a dict needs kind=...")
+            kind = kind_of(type(args))
+        spec = self._tasks.get(kind)
+        if spec is not None and spec.args_type is not None and not isinstance(args, spec.args_type):
+            try:
+                decode_value(args, spec.args_type)
+            except (JsonDecodeMismatch, TypeError) as exc:
+                raise ArgsValidationError(
+                    f"Args for kind {kind!r} do not match {spec.args_type_name}: {exc}"
+                ) from exc
+        if not 1 <= priority <= 4:
+            raise AwaError(f"Priority must be between 1 (highest) and 4, not {priority}.")
+        if max_attempts < 1:
+            raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
+        try:
+            args_json = to_json_text(args)
+        except JsonConversionError as exc:
+            raise ArgsValidationError(f"Args for kind {kind!r} cannot be stored: {exc}") from exc
+        return NewJob(
+            kind=kind,
+            queue=queue or (spec.queue if spec else "default"),
+            args_json=args_json,
+            priority=priority,
+            max_attempts=max_attempts,
+            run_at=run_at,
+            payload=build_payload(metadata=metadata, tags=tuple(tags)),
+        )
+
+    async def insert(self, args: Any, **options: Any) -> JobRow:
+        """Insert one job; returns it as stored (``available`` or ``scheduled``)."""
+        (row,) = await self.insert_many([args], **options)
+        return row
+
+    async def insert_many(self, args_list: Iterable[Any], **options: Any) -> list[JobRow]:
+        """Insert many jobs with the same options in one transaction."""
+        jobs = [self.build_job(args, options) for args in args_list]
+        if not jobs:
+            return []
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            for kind in {job.kind for job in jobs} - self._tasks.keys():
+                if not await conn.fetchval(KIND_KNOWN, kind):
+                    raise UnknownKind(
+                        f"No handler or descriptor is known for kind {kind!r}; nothing was inserted."
+                    )
+            inserted = await insert_jobs(conn, jobs, now=datetime.now(UTC))
+        if self._runtime is not None:
+            self._runtime.wake()
+        return [
+            JobRow(
+                id=ins.job_id,
+                kind=job.kind,
+                queue=job.queue,
+                state=JobState.SCHEDULED if ins.scheduled else JobState.AVAILABLE,
+                args=orjson.loads(job.args_json),
+                priority=job.priority,
+                attempt=0,
+                max_attempts=job.max_attempts,
+                run_lease=1,
+                run_at=ins.run_at,
+                created_at=ins.created_at,
+                tags=list((job.payload or {}).get("tags") or []),
+                metadata=dict((job.payload or {}).get("metadata") or {}),
+            )
+            for job, ins in zip(jobs, inserted, strict=True)
+        ]
+
+    async def configure_queue(self, queue: str, *, dlq: bool) -> None:
+        """Turn the dead-letter queue on or off for ``queue``."""
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            await conn.execute(SET_QUEUE, queue, dlq)
+
+    # -- reads --------------------------------------------------------------------------------
+    async def outputs_supported(self) -> bool:
+        """Whether this schema has the output columns (binary-first probe, cached)."""
+        if self._probe.cached:
+            return True
+        async with self.pool.acquire() as conn:
+            return await self._probe.present(conn)
+
+    async def get_job(self, job_id: int) -> JobRow | None:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+
+    async def counts(self) -> StateCounts:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await reads.counts(conn)
+
+    # -- callbacks ----------------------------------------------------------------------------
+    async def register_callback(self, job: Job[Any], timeout_seconds: float) -> CallbackToken:
+        ref = self._attempt_ref(job)
+        async with self.pool.acquire() as conn:
+            callback_id = await callbacks.register(conn, ref, timeout_seconds)
+        if callback_id is None:
+            raise StaleAttempt(f"Job {job.id}'s attempt has already ended.")
+        if self._runtime is not None:
+            self._runtime.stated.add(ref.key)
+        return CallbackToken(callback_id, job.id, job.run_lease)
+
+    async def wait_for_callback(self, job: Job[Any], token: CallbackToken) -> Any:
+        event = self._callback_waiters.setdefault(token.callback_id, asyncio.Event())
+        await self._ensure_listener()
+        async with self.pool.acquire() as conn:
+            await conn.execute(callbacks.MARK_WAITING, token.callback_id)
+        try:
+            while True:
+                async with self.pool.acquire() as conn:
+                    row = await conn.fetchrow(callbacks.POLL, token.callback_id)
+                    if row is None:
+                        raise StaleAttempt(f"Job {job.id} was resolved externally while waiting.")
+                    if row["callback_resolved"]:
+                        await conn.execute(callbacks.CONSUME, token.callback_id)
+                        return row["callback_result"]
+                event.clear()
+                try:
+                    await asyncio.wait_for(event.wait(), 1.0)
+                except TimeoutError:
+                    continue  # re-check: a notification can be lost with its connection
+        finally:
+            self._callback_waiters.pop(token.callback_id, None)
+
+    async def complete_external(
+        self,
+        callback_id: str,
+        payload: Any = None,
+        *,
+        output: Any = None,
+        run_lease: int | None = None,
+    ) -> JobRow:
+        """Complete a waiting job. The payload is not stored; ``output`` is, after validation."""
+        del payload  # accepted for compatibility with callers that send one; never stored
+        return await self.complete_external_with(
+            callback_id, ExternalCompletion(output=output, run_lease=run_lease)
+        )
+
+    async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
+        callbacks.validate_external_output(opts)  # fail before touching the database
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            supported = await self._probe.present(conn)
+            job_id, stored, dropped = await callbacks.complete_external(
+                conn, callback_id, opts, outputs_supported=supported
+            )
+            row = await reads.get_job(conn, job_id, outputs=supported)
+        if dropped:
+            self.metrics.dropped(row.kind if row else "unknown", row.queue if row else "", "schema_missing")
+        assert row is not None
+        self.emit(JobEvent("completed", row.id, row.kind, row.queue, row.output if stored else None))
+        return row
+
+    def complete_external_sync(
+        self,
+        callback_id: str,
+        payload: Any = None,
+        *,
+        output: Any = None,
+        run_lease: int | None = None,
+    ) -> JobRow:
+        """``complete_external`` for synchronous code running outside the client's event loop."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            raise AwaError("complete_external_sync needs the client's event loop to be running.")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise AwaError("complete_external_sync was called on the client's own event loop; await complete_external instead.")
+        future = asyncio.run_coroutine_threadsafe(
+            self.complete_external(callback_id, payload, output=output, run_lease=run_lease), loop
+        )
+        return future.result()
+
+    async def fail_external(
+        self, callback_id: str, error: str, *, run_lease: int | None = None
+    ) -> JobRow | None:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
+            return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+
+    async def retry_external(self, callback_id: str, *, run_lease: int | None = None) -> JobRow | None:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
+            return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+
+    async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> None:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            await callbacks.heartbeat(conn, callback_id, timeout_seconds)
+
+    async def resolve_callback(self, callback_id: str, payload: Any = None) -> None:
+        """Answer a handler waiting in ``wait_for_callback``; it resumes with ``payload``."""
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            await callbacks.resolve(conn, callback_id, payload)
+
+    # -- runtime ------------------------------------------------------------------------------
+    async def start(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        concurrency: int = 64,
+        claim_size: int = 256,
+        poll_interval: float = 0.05,
+        heartbeat_interval: float = 10.0,
+        deadline_seconds: float = 1800.0,
+    ) -> None:
+        """Start claiming and running jobs from ``queues`` (default: the registered tasks' queues)."""
+        if self._runtime is not None:
+            raise AwaError("This client is already running.")
+        chosen = list(queues) if queues is not None else sorted({s.queue for s in self._tasks.values()})
+        self._runtime = Runtime(
+            self,
+            chosen or ["default"],
+            concurrency=concurrency,
+            claim_size=claim_size,
+            poll_interval=poll_interval,
+            heartbeat_interval=heartbeat_interval,
+            deadline_seconds=deadline_seconds,
+        )
+        await self._ensure_listener()
+        self._runtime.start()
+
+    async def shutdown(self, *, abandon: bool = False) -> None:
+        """Stop the runtime, letting running handlers finish (or abandoning them)."""
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            await runtime.stop(abandon=abandon)
+        await self.batcher.drain()
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.remove_listener(f"awa_callback_{self.schema}", self._on_callback_notice)
+            await listener.remove_listener(f"awa_cancel_{self.schema}", self._on_cancel_notice)
+            await self.pool.release(listener)
+
+    async def run_until_idle(self, queues: Sequence[str] | None = None, **options: Any) -> None:
+        """Run workers until no available or running job is left in the queues (tests, demos)."""
+        started_here = self._runtime is None
+        if started_here:
+            await self.start(queues, **options)
+        runtime = self._runtime
+        assert runtime is not None
+        try:
+            while not await runtime.idle():
+                await runtime.wait_quiet()
+        finally:
+            if started_here:
+                await self.shutdown()
+
+    # -- runtime hooks ------------------------------------------------------------------------
+    def has_attempt_state(self, ref: AttemptRef) -> bool:
+        return self._runtime is not None and self._runtime.has_state(ref)
+
+    def on_event(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
+        """Call ``listener`` after each lifecycle transition commits (in process, best effort)."""
+        self.events.subscribe(listener, kinds)
+
+    def emit(self, event: JobEvent) -> None:
+        self.events.emit(event)
+
+    def emit_ended(self, claimed: Any, ended: Ended, output_text: str | None) -> None:
+        if ended.outcome is not Outcome.WRITTEN or ended.state is None:
+            return
+        name = {
+            JobState.COMPLETED: "completed",
+            JobState.RETRYABLE: "retried",
+            JobState.FAILED: "exhausted",
+            JobState.CANCELLED: "cancelled",
+            JobState.WAITING_EXTERNAL: "waiting_for_callback",
+            JobState.SCHEDULED: "snoozed",
+        }.get(ended.state)
+        if name is not None:
+            output = orjson.loads(output_text) if output_text is not None else None
+            self.emit(JobEvent(name, claimed.job_id, claimed.kind, claimed.queue, output))
+
+    def _attempt_ref(self, job: Job[Any]) -> AttemptRef:
+        claim_id = job._claim_id
+        if claim_id is None:
+            raise StaleAttempt(f"Job {job.id} is not running in this client.")
+        return AttemptRef(job.id, job.run_lease, claim_id)
+
+    async def _ensure_listener(self) -> None:
+        if self._listener is not None:
+            return
+        conn = await self.pool.acquire()
+        await conn.add_listener(f"awa_callback_{self.schema}", self._on_callback_notice)
+        await conn.add_listener(f"awa_cancel_{self.schema}", self._on_cancel_notice)
+        self._listener = conn
+
+    def _on_callback_notice(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        event = self._callback_waiters.get(payload)
+        if event is not None:
+            event.set()
+
+    def _on_cancel_notice(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        job_id, _, run_lease = payload.partition(":")
+        if self._runtime is not None and run_lease:
+            self._runtime.cancel_attempt(int(job_id), int(run_lease))
+

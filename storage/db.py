@@ -1,0 +1,146 @@
+"""Connections: DSN checks, the pool and its codecs, and the one place driver errors are translated."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import orjson
+
+from storage.errors import (
+    AwaError,
+    ConfigError,
+    ConnectionFailed,
+    ReadOnlyError,
+    SchemaNotMigrated,
+)
+
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def check_schema_name(schema: str) -> str:
+    """Queue-storage schema names are interpolated into SQL, so only plain lower-case names pass."""
+    if not SCHEMA_NAME.match(schema):
+        raise ConfigError(
+            f"Schema name {schema!r} is not allowed: use lower-case letters, digits and underscores."
+        )
+    return schema
+
+
+def redact_dsn(dsn: str | None) -> str:
+    """The DSN with any password replaced, for messages and the console's title bar."""
+    if not dsn:
+        return "(libpq environment)"
+    if "://" not in dsn:
+        return re.sub(r"password\s*=\s*\S+", "password=***", dsn)
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _encode_jsonb(value: Any) -> bytes:
+    # bytes are JSON text already serialized by storage.codec: sent as is, not re-encoded.
+    if isinstance(value, bytes):
+        return b"\x01" + value
+    return b"\x01" + orjson.dumps(value)
+
+
+def _decode_jsonb(data: bytes) -> Any:
+    return orjson.loads(data[1:])
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec(
+        "jsonb", schema="pg_catalog", encoder=_encode_jsonb, decoder=_decode_jsonb, format="binary"
+    )
+    # json stays text both ways: a stored output reads back byte for byte.
+    await conn.set_type_codec(
+        "json", schema="pg_catalog", encoder=_identity, decoder=_identity, format="text"
+    )
+
+
+async def create_pool(
+    dsn: str | None,
+    schema: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    read_only: bool = False,
+) -> asyncpg.Pool:
+    """A pool whose connections see ``schema`` first and speak orjson for json and jsonb."""
+    # Startup settings, not SET: the pool's RESET ALL on release returns to these.
+    settings = {"search_path": f"{check_schema_name(schema)}, public"}
+    if read_only:
+        settings["default_transaction_read_only"] = "on"
+    with translate_errors(dsn):
+        pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            server_settings=settings,
+            command_timeout=60,
+        )
+    return pool
+
+
+class translate_errors:
+    """Turn driver and socket errors into AwaError subclasses with a message a person can act on."""
+
+    def __init__(self, dsn: str | None = None) -> None:
+        self.dsn = dsn
+
+    def __enter__(self) -> None:
+        return None
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
+        return self.__exit__(exc_type, exc, tb)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or isinstance(exc, AwaError):
+            return False
+        where = redact_dsn(self.dsn)
+        if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
+            raise ReadOnlyError() from exc
+        if isinstance(exc, asyncpg.UndefinedTableError | asyncpg.InvalidSchemaNameError):
+            raise SchemaNotMigrated() from exc
+        if isinstance(exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError):
+            raise ConnectionFailed(f"The server at {where} refused the login: {exc}") from exc
+        if isinstance(exc, asyncpg.InvalidCatalogNameError):
+            raise ConnectionFailed(f"The database named in {where} does not exist.") from exc
+        if isinstance(exc, asyncpg.ClientConfigurationError | ValueError) and not isinstance(
+            exc, asyncpg.PostgresError
+        ):
+            raise ConfigError(f"The connection string is not valid: {exc}") from exc
+        if isinstance(exc, OSError | socket.gaierror | TimeoutError | asyncpg.CannotConnectNowError):
+            raise ConnectionFailed(f"Could not reach PostgreSQL at {where}: {exc}") from exc
+        if isinstance(exc, asyncpg.ConnectionDoesNotExistError | asyncpg.InterfaceError):
+            raise ConnectionFailed(f"The connection to PostgreSQL was lost: {exc}") from exc
+        return False
+
+
+@asynccontextmanager
+async def connect_once(dsn: str | None) -> AsyncIterator[asyncpg.Connection]:
+    """A single plain connection (migrations, probes) with errors translated."""
+    with translate_errors(dsn):
+        conn = await asyncpg.connect(dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()

@@ -1,0 +1,52 @@
+"""Lifecycle events: delivered in process, after commit, best effort; never for a stale outcome."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("storage")
+
+EVENT_NAMES = (
+    "started",
+    "completed",
+    "retried",
+    "exhausted",
+    "cancelled",
+    "waiting_for_callback",
+    "rescued",
+    "snoozed",
+)
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """``output`` is set only on ``completed``: the sealed output, from memory, not re-read."""
+
+    name: str
+    job_id: int
+    kind: str
+    queue: str
+    output: Any = None
+
+
+Listener = Callable[[JobEvent], object]
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._listeners: list[tuple[Listener, frozenset[str] | None]] = []
+
+    def subscribe(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
+        self._listeners.append((listener, frozenset(kinds) if kinds is not None else None))
+
+    def emit(self, event: JobEvent) -> None:
+        for listener, kinds in self._listeners:
+            if kinds is not None and event.kind not in kinds:
+                continue
+            try:
+                listener(event)
+            except Exception as exc:  # a hook must never break the runtime
+                log.warning("event listener failed on %s: %s", event.name, type(exc).__name__)

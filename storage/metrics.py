@@ -1,0 +1,49 @@
+"""Output metrics (OpenTelemetry API: a no-op until an SDK is installed) and rate-limited warnings.
+
+Outputs are never logged; warnings name the kind, queue and reason only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from opentelemetry import metrics
+
+log = logging.getLogger("storage")
+WARN_INTERVAL_SECONDS = 60.0
+
+
+class OutputMetrics:
+    """``awa.job.output_recorded``, ``awa.job.output_size`` and ``awa.job.output_dropped``."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        meter = metrics.get_meter("awa")
+        self._recorded = meter.create_counter(
+            "awa.job.output_recorded", description="Outputs published with their attempt"
+        )
+        self._size = meter.create_histogram(
+            "awa.job.output_size", unit="By", description="Bytes of output JSON text"
+        )
+        self._dropped = meter.create_counter(
+            "awa.job.output_dropped", description="Outputs recorded but not published"
+        )
+        self._clock = clock
+        self._last_warned: dict[tuple[str, str], float] = {}
+
+    def recorded(self, kind: str, queue: str, outcome: str, size_bytes: int) -> None:
+        attributes = {"awa.job.kind": kind, "awa.job.queue": queue, "awa.job.outcome": outcome}
+        self._recorded.add(1, attributes)
+        self._size.record(size_bytes, attributes)
+
+    def dropped(self, kind: str, queue: str, reason: str) -> None:
+        self._dropped.add(
+            1, {"awa.job.kind": kind, "awa.job.queue": queue, "awa.output.reason": reason}
+        )
+        key = (kind, reason)
+        now = self._clock()
+        last = self._last_warned.get(key)
+        if last is None or now - last >= WARN_INTERVAL_SECONDS:
+            self._last_warned[key] = now
+            log.warning("job output dropped: kind=%s queue=%s reason=%s", kind, queue, reason)

@@ -1,0 +1,172 @@
+"""Typed values the engine hands out. Readers (the console included) never see driver records."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JobState(StrEnum):
+    """Where a job is in its lifecycle."""
+
+    SCHEDULED = "scheduled"
+    AVAILABLE = "available"
+    RUNNING = "running"
+    WAITING_EXTERNAL = "waiting_external"
+    RETRYABLE = "retryable"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
+
+
+class DlqInfo(BaseModel):
+    """Why and when a job was dead-lettered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    dlq_at: datetime
+    original_run_lease: int
+
+
+class CallbackInfo(BaseModel):
+    """The callback a waiting (or running) attempt registered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    callback_id: str
+    timeout_at: datetime | None
+    state: str
+
+
+class JobRow(BaseModel):
+    """One job as read from the database.
+
+    ``output_text`` is the completed attempt's output exactly as stored (JSON text); ``output``
+    decodes it. List reads never load it, so rows from ``list_jobs`` carry ``None``.
+    A failed attempt's output is in its entry in ``errors``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    kind: str
+    queue: str
+    state: JobState
+    args: Any
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_lease: int
+    run_at: datetime
+    created_at: datetime
+    attempted_at: datetime | None = None
+    finalized_at: datetime | None = None
+    unique_key: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+    progress: Any = None
+    output_text: str | None = None
+    has_output: bool = False
+    callback: CallbackInfo | None = None
+    dlq: DlqInfo | None = None
+    storage_path: str | None = None  # "compact" | "general" for completed jobs
+
+    @property
+    def output(self) -> Any:
+        """The stored output decoded, or None."""
+        return None if self.output_text is None else orjson.loads(self.output_text)
+
+    @property
+    def last_error(self) -> str | None:
+        return str(self.errors[-1].get("error")) if self.errors else None
+
+    def kept_output_position(self) -> int | None:
+        """Index in ``errors`` of the one entry that kept a failed attempt's output."""
+        for index in range(len(self.errors) - 1, -1, -1):
+            if "output" in self.errors[index]:
+                return index
+        return None
+
+    def output_as(self, output_type: type[Any]) -> Any:
+        """Decode the completed output as ``output_type`` (see ``storage.output.decode_output``)."""
+        from storage.output import decode_output
+
+        return decode_output(self.kind, self.output, output_type, present=self.output_text is not None)
+
+    def error_output_as(self, output_type: type[Any]) -> Any:
+        """Decode the latest failed attempt's kept output as ``output_type``."""
+        from storage.output import decode_output
+
+        position = self.kept_output_position()
+        value = None if position is None else self.errors[position]["output"]
+        return decode_output(self.kind, value, output_type, present=position is not None)
+
+
+class StateCounts(BaseModel):
+    """Jobs per state, plus dead-lettered jobs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    by_state: dict[JobState, int]
+    dlq: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_state.values()) + self.dlq
+
+
+class JobKindDescriptor(BaseModel):
+    """What a kind is, published by the runtimes that handle it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    display_name: str | None = None
+    description: str | None = None
+    owner: str | None = None
+    docs_url: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+    descriptor_hash: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    last_seen_at: datetime | None = None
+
+    @property
+    def output_type_name(self) -> str | None:
+        return None if self.output is None else self.output.get("type")
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        return None if self.output is None else self.output.get("schema")
+
+
+class KindSummary(BaseModel):
+    """A kind with its descriptor (if any runtime published one) and its job counts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    descriptor: JobKindDescriptor | None
+    counts: dict[JobState, int]
+    stale: bool
+
+
+class DlqEntry(BaseModel):
+    """A dead-lettered job."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job: JobRow
+    reason: str
+    dlq_at: datetime

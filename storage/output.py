@@ -1,0 +1,306 @@
+"""Retained job output (ADR-048): validation, the attempt's slot, typed reads, descriptors.
+
+An output is at most ``MAX_OUTPUT_BYTES`` of compact JSON text. It is converted and checked
+when the handler records it, so nothing that can fail reaches the completion transition, and it
+is stored as that exact text (``json``, not ``jsonb``) so ``1.0`` and key order read back as
+written. Errors name positions and types, never the value.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, PydanticUserError, TypeAdapter
+
+from storage.codec import (
+    JsonConversionError,
+    JsonDecodeMismatch,
+    decode_value,
+    format_path,
+    instance_check,
+    to_json_text,
+    type_name,
+)
+from storage.errors import OutputDecodeError, OutputError
+
+T = TypeVar("T")
+
+MAX_OUTPUT_BYTES = 4096
+"""The largest output, in bytes of compact UTF-8 JSON text."""
+
+MAX_DESCRIPTOR_BYTES = 64 * 1024
+"""The output descriptor column's cap; a larger schema is dropped and the type name kept."""
+
+_SEALED_MESSAGE = "the handler already returned; its output is sealed"
+
+
+def encode_output(value: object, *, expected_type: type[Any] | None = None) -> str | None:
+    """The JSON text to store for ``value``, or None for "no output" (``None`` clears).
+
+    ``expected_type`` is the kind's declared output type; it is enforced only when isinstance
+    can check it (a TypedDict or ``list[int]`` is not enforced).
+    """
+    if value is None:
+        return None
+    if expected_type is not None and instance_check(value, expected_type) is False:
+        raise OutputError(
+            "wrong_type",
+            f"this kind records {type_name(expected_type)} outputs; got {type(value).__name__}",
+        )
+    try:
+        raw = to_json_text(value)
+    except JsonConversionError as exc:
+        raise OutputError(
+            "invalid", f"output is invalid at {exc.path}: {exc.problem}", path=exc.path
+        ) from exc
+    size = len(raw)
+    if size > MAX_OUTPUT_BYTES:
+        raise OutputError(
+            "too_large",
+            f"output is {size} bytes of JSON text; the limit is {MAX_OUTPUT_BYTES}",
+            size_bytes=size,
+            limit_bytes=MAX_OUTPUT_BYTES,
+        )
+    if raw == b"null":  # e.g. a RootModel holding None: recording JSON null clears
+        return None
+    return raw.decode()
+
+
+class OutputSlot:
+    """One attempt's output: replaced by each call, sealed when the handler returns.
+
+    Handlers may record from threads, so state changes under a lock; conversion runs before
+    taking it. Calls take effect in the order they reach the lock, so among concurrent calls
+    the last to finish wins, whether it succeeded or failed.
+    """
+
+    def __init__(self, expected_type: type[Any] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._text: str | None = None
+        self._sealed = False
+        self._expected_type = expected_type
+
+    def set(self, value: object) -> None:
+        """Record ``value``, replacing any earlier one; ``None`` clears.
+
+        A failed call clears the slot, since an earlier value left in place would look current.
+        """
+        if self._sealed:
+            raise OutputError("sealed", _SEALED_MESSAGE)
+        try:
+            text = encode_output(value, expected_type=self._expected_type)
+        except Exception:
+            self._store(None)
+            raise
+        self._store(text)
+
+    def _store(self, text: str | None) -> None:
+        with self._lock:
+            if self._sealed:
+                raise OutputError("sealed", _SEALED_MESSAGE)
+            self._text = text
+
+    def clear(self) -> None:
+        """Empty the slot; after the handler returned this does nothing."""
+        with self._lock:
+            if not self._sealed:
+                self._text = None
+
+    def get(self) -> object | None:
+        """The value recorded so far, decoded afresh (callers cannot mutate the slot)."""
+        text = self._text
+        return None if text is None else orjson.loads(text)
+
+    @property
+    def text(self) -> str | None:
+        """The exact JSON text recorded so far."""
+        return self._text
+
+    @property
+    def sealed(self) -> bool:
+        return self._sealed
+
+    @property
+    def expected_type(self) -> type[Any] | None:
+        return self._expected_type
+
+    def seal(self) -> str | None:
+        """Seal the slot and return its text; sealing again returns the same text."""
+        with self._lock:
+            self._sealed = True
+            return self._text
+
+
+# Declared output types per kind. ``Client.task(..., output=T)`` registers at startup.
+_DECLARED_OUTPUTS: dict[str, type[Any]] = {}
+
+
+def register_output_type(kind: str, output_type: type[Any]) -> None:
+    """Declare that handlers of ``kind`` record ``output_type`` outputs."""
+    _DECLARED_OUTPUTS[kind] = output_type
+
+
+def declared_output_type(kind: str) -> type[Any] | None:
+    return _DECLARED_OUTPUTS.get(kind)
+
+
+def decode_output(kind: str, value: object, output_type: type[T], *, present: bool) -> T | None:
+    """Decode a stored output as ``output_type`` (reader-side typing; storage stays JSON).
+
+    A type declared for other kinds is refused on this kind, so a row of the wrong kind cannot
+    be read as the wrong shape by accident. Undeclared types decode like dispatched args.
+    """
+    if not present:
+        return None
+    name = type_name(output_type)
+    kinds = [declared for declared, known in _DECLARED_OUTPUTS.items() if known == output_type]
+    if kinds and kind not in kinds:
+        raise OutputDecodeError(f"job kind {kind!r} does not declare output type {name}")
+    try:
+        return decode_value(value, output_type)
+    except JsonDecodeMismatch as exc:
+        raise OutputDecodeError(
+            f"the stored output does not fit {exc.target_name}: {exc.detail}"
+        ) from exc
+
+
+def output_descriptor(output_type: type[Any]) -> dict[str, Any]:
+    """What a kind publishes about its output: the type name and, when pydantic can, a schema.
+
+    The schema is the serialization-mode one, since stored values are JSON-mode dumps.
+    """
+    descriptor: dict[str, Any] = {"type": type_name(output_type)}
+    schema = _json_schema(output_type)
+    if schema is None:
+        return descriptor
+    with_schema = {**descriptor, "schema": schema}
+    try:
+        size = len(orjson.dumps(with_schema))
+    except orjson.JSONEncodeError:
+        return descriptor
+    return with_schema if size <= MAX_DESCRIPTOR_BYTES else descriptor
+
+
+def _json_schema(output_type: type[Any]) -> dict[str, Any] | None:
+    try:
+        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
+            return output_type.model_json_schema(mode="serialization")
+        return TypeAdapter(output_type).json_schema(mode="serialization")
+    except PydanticUserError:  # no schema for arbitrary classes: publish the name only
+        return None
+
+
+# A JSON Schema subset, enough for the schemas pydantic emits: type, enum, const, properties,
+# required, additionalProperties, items, prefixItems, $ref into $defs, anyOf, oneOf, allOf.
+# Other keywords are not checked. Reasons name the position and JSON types, never the value.
+
+_JSON_TYPES = {
+    "null": lambda v: v is None,
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def validate_against_schema(text: str, schema: dict[str, Any]) -> str | None:
+    """None when the stored ``text`` fits ``schema``, else a one-line reason with its position."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return "$: the stored text is not JSON"
+    return _check(value, schema, schema, [])
+
+
+def _json_type(value: object) -> str:
+    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
+        if _JSON_TYPES[name](value):
+            return name
+    return type(value).__name__
+
+
+def _same(left: object, right: object) -> bool:
+    """JSON equality: ``true`` is not ``1``."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_same, left, right))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    return left == right
+
+
+def _check(
+    value: object,
+    node: object,
+    root: dict[str, Any],
+    path: list[str | int],
+    refs: tuple[str, ...] = (),
+) -> str | None:
+    """``refs`` are the references followed at this position, so a $ref loop cannot recurse."""
+    here = format_path(path)
+    if node is False:
+        return f"{here}: is not allowed here"
+    if not isinstance(node, dict):
+        return None
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and ref not in refs:
+        target: object = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        if (reason := _check(value, target, root, path, (*refs, ref))) is not None:
+            return reason
+    for sub in node.get("allOf", []):
+        if (reason := _check(value, sub, root, path, refs)) is not None:
+            return reason
+    for keyword in ("anyOf", "oneOf"):
+        if keyword in node:
+            fits = sum(_check(value, sub, root, path, refs) is None for sub in node[keyword])
+            if fits == 0:
+                return f"{here}: fits none of the {len(node[keyword])} allowed shapes"
+            if keyword == "oneOf" and fits > 1:
+                return f"{here}: fits more than one of the shapes where exactly one is allowed"
+    if "const" in node and not _same(value, node["const"]):
+        return f"{here}: is not the one allowed value"
+    if "enum" in node and not any(_same(value, option) for option in node["enum"]):
+        return f"{here}: is not one of the {len(node['enum'])} allowed values"
+    expected = node.get("type")
+    if expected is not None:
+        names = [expected] if isinstance(expected, str) else list(expected)
+        if not any(_JSON_TYPES.get(name, lambda _: True)(value) for name in names):
+            return f"{here}: expected {' or '.join(names)}, got {_json_type(value)}"
+    if isinstance(value, dict):
+        return _check_object(value, node, root, path)
+    if isinstance(value, list):
+        prefix = node.get("prefixItems", [])
+        for index, item in enumerate(value):
+            sub = prefix[index] if index < len(prefix) else node.get("items", True)
+            if sub is False:
+                return f"{here}: has more than the {len(prefix)} items allowed"
+            if (reason := _check(item, sub, root, [*path, index])) is not None:
+                return reason
+    return None
+
+
+def _check_object(
+    value: dict[str, object], node: dict[str, Any], root: dict[str, Any], path: list[str | int]
+) -> str | None:
+    properties: dict[str, Any] = node.get("properties", {})
+    for key in node.get("required", []):
+        if key not in value:
+            return f"{format_path([*path, key])}: is required but missing"
+    extra = node.get("additionalProperties", True)
+    for key, item in value.items():
+        sub = properties.get(key, extra)
+        if sub is False:
+            return f"{format_path([*path, key])}: is not an allowed property"
+        if (reason := _check(item, sub, root, [*path, key])) is not None:
+            return reason
+    return None

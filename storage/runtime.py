@@ -1,0 +1,182 @@
+"""The worker runtime: claims batches, runs handlers concurrently, heartbeats long attempts and
+listens for cancellations and callback answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from storage import claim, executor
+from storage.batcher import RETRYABLE
+from storage.claim import ClaimedJob
+from storage.finalize import AttemptRef
+from storage.job import Job
+
+if TYPE_CHECKING:
+    from storage.client import Client
+
+log = logging.getLogger("storage")
+
+HEARTBEAT = """
+INSERT INTO attempt_state AS s (job_id, run_lease, claim_id, heartbeat_at, progress)
+SELECT u.job_id, u.run_lease, u.claim_id, now(), u.progress
+  FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::jsonb[])
+       AS u(job_id, run_lease, claim_id, progress)
+ WHERE NOT EXISTS (SELECT 1 FROM attempt_closures c
+                    WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
+ON CONFLICT (job_id, run_lease) DO UPDATE
+   SET heartbeat_at = now(), progress = COALESCE(excluded.progress, s.progress)
+"""
+AVAILABLE_IN = """
+SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim_seq < next_seq)
+"""
+
+
+class Runtime:
+    """One dispatcher per started client."""
+
+    def __init__(
+        self,
+        client: Client,
+        queues: Sequence[str],
+        *,
+        concurrency: int,
+        claim_size: int,
+        poll_interval: float,
+        heartbeat_interval: float,
+        deadline_seconds: float,
+    ) -> None:
+        self.client = client
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.claim_size = claim_size
+        self.poll_interval = poll_interval
+        self.heartbeat_interval = heartbeat_interval
+        self.deadline_seconds = deadline_seconds
+        self.inflight: dict[tuple[int, int], tuple[ClaimedJob, list[Job[Any]], asyncio.Task[Any]]] = {}
+        self.stated: set[tuple[int, int]] = set()
+        self._wake = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._quiet = asyncio.Event()
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._dispatch()), loop.create_task(self._heartbeat())]
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def stop(self, *, abandon: bool = False) -> None:
+        """Stop claiming; wait for running handlers (or cancel them when ``abandon``)."""
+        self._stopping = True
+        self._wake.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        running = [entry[2] for entry in self.inflight.values()]
+        if abandon:
+            for task in running:
+                task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await self.client.batcher.drain()
+
+    def cancel_attempt(self, job_id: int, run_lease: int) -> None:
+        entry = self.inflight.get((job_id, run_lease))
+        if entry and entry[1]:
+            entry[1][0]._cancelled.set()
+
+    async def wait_quiet(self) -> None:
+        """Wait until a claim came back empty with no handler running."""
+        self._quiet.clear()
+        self._wake.set()
+        await self._quiet.wait()
+        await self.client.batcher.drain()
+
+    async def idle(self) -> bool:
+        """No handler running, nothing to flush, and nothing claimable in our queues."""
+        if self.inflight or not self.client.batcher.idle:
+            return False
+        async with self.client.pool.acquire() as conn:
+            return not await conn.fetchval(AVAILABLE_IN, self.queues)
+
+    async def _dispatch(self) -> None:
+        while not self._stopping:
+            free = self.concurrency - len(self.inflight)
+            if free <= 0:
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            try:
+                async with self.client.pool.acquire() as conn:
+                    jobs = await claim.claim_batch(
+                        conn, self.queues, min(free, self.claim_size), self.deadline_seconds
+                    )
+            except RETRYABLE as exc:
+                log.warning("claim failed (%s); retrying", type(exc).__name__)
+                jobs = []
+            if jobs:
+                self._quiet.clear()
+            elif not self.inflight:
+                self._quiet.set()
+            for claimed in jobs:
+                self._spawn(claimed)
+            if not jobs:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+
+    def _spawn(self, claimed: ClaimedJob) -> None:
+        holder: list[Job[Any]] = []
+        key = (claimed.job_id, claimed.run_lease)
+        task = asyncio.get_running_loop().create_task(executor.run_attempt(self.client, claimed, holder))
+        self.inflight[key] = (claimed, holder, task)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            self.inflight.pop(key, None)
+            self.stated.discard(key)
+            self._slot_free.set()
+            self._wake.set()
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("attempt of job %s failed to finalize: %r", key[0], finished.exception())
+
+        task.add_done_callback(done)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            await self.heartbeat_now()
+
+    async def heartbeat_now(self) -> None:
+        """Record liveness (and progress) for attempts running longer than one interval."""
+        beats = [
+            (claimed, holder[0] if holder else None)
+            for claimed, holder, task in self.inflight.values()
+            if not task.done()
+        ]
+        if not beats:
+            return
+        try:
+            async with self.client.pool.acquire() as conn:
+                await conn.execute(
+                    HEARTBEAT,
+                    [c.job_id for c, _ in beats],
+                    [c.run_lease for c, _ in beats],
+                    [c.claim_id for c, _ in beats],
+                    [j.progress if j is not None and j._progress_dirty else None for _, j in beats],
+                )
+        except RETRYABLE as exc:
+            log.warning("heartbeat failed (%s)", type(exc).__name__)
+            return
+        self.stated.update((c.job_id, c.run_lease) for c, _ in beats)
+
+    def has_state(self, ref: AttemptRef) -> bool:
+        return ref.key in self.stated
+

@@ -1,0 +1,67 @@
+"""The one Postgres fixture: ``AWA_TEST_DSN`` when set, else an embedded PostgreSQL 16 started
+once per test session (pgserver). Each test gets a fresh queue-storage schema from the
+installer, so tests never see each other's jobs. No mocked database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+from storage import Client
+from storage.db import connect_once
+from storage.migrate import install_schema, migrate
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="awa-runtime-"))
+_schema_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A DSN for a migrated database."""
+    dsn = os.environ.get("AWA_TEST_DSN")
+    if dsn:
+        yield dsn
+        return
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="awa-test-pg-") as data_dir:
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
+@pytest.fixture(scope="session")
+async def migrated_dsn(pg_dsn: str) -> str:
+    await migrate(pg_dsn)
+    return pg_dsn
+
+
+@pytest.fixture
+async def schema(migrated_dsn: str) -> str:
+    """A fresh queue-storage schema for this test."""
+    name = f"t{os.getpid()}_{next(_schema_numbers)}"
+    async with connect_once(migrated_dsn) as conn:
+        await install_schema(conn, name)
+    return name
+
+
+@pytest.fixture
+async def client(migrated_dsn: str, schema: str) -> AsyncIterator[Client]:
+    async with await Client.connect(migrated_dsn, schema) as c:
+        yield c
+
+
+@pytest.fixture
+async def conn(migrated_dsn: str, schema: str) -> AsyncIterator[asyncpg.Connection]:
+    """A raw connection on the test schema, for asserting on storage rows."""
+    async with connect_once(migrated_dsn) as c:
+        await c.execute(f"SET search_path TO {schema}")
+        yield c

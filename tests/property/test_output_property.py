@@ -1,0 +1,209 @@
+"""Property tests for outputs (ADR-048): any value either fails or reads back equal.
+
+An independent oracle applies the documented rules (tuples become lists, dataclasses and
+pydantic models become objects; sets, non-finite floats, non-string keys, integers outside 64
+bits, NUL characters and other types are refused). The converter must agree with it exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from storage.errors import OutputError
+from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+
+PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
+
+
+class Invalid(Exception):
+    """The oracle's verdict that a value cannot be an output."""
+
+
+@dataclasses.dataclass
+class Box:
+    item: Any
+    label: str = "box"
+
+
+class Point(BaseModel):
+    x: float
+    name: str
+    tags: tuple[int, ...] = ()
+
+
+def oracle(value: object) -> object:
+    """The documented conversion, written independently of storage.codec."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise Invalid
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise Invalid
+        return value
+    if isinstance(value, str):
+        if "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise Invalid
+        return value
+    if isinstance(value, list | tuple):
+        return [oracle(item) for item in value]
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise Invalid
+        return {oracle(key): oracle(item) for key, item in value.items()}
+    if isinstance(value, Box):
+        return {"item": oracle(value.item), "label": oracle(value.label)}
+    if isinstance(value, Point):
+        return {"x": oracle(value.x), "name": oracle(value.name), "tags": oracle(value.tags)}
+    raise Invalid
+
+
+def same(left: object, right: object) -> bool:
+    """Equality that tells 1 from 1.0 and True from 1, so a float must stay a float."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(same, left, right))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return list(left) == list(right) and all(same(left[k], right[k]) for k in left)
+    if isinstance(left, float) and isinstance(right, float):
+        return left == right and math.copysign(1, left) == math.copysign(1, right)
+    return left == right
+
+
+texts = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet=st.sampled_from("ab\x00\ud800é😀\\\"'"), max_size=6),
+)
+# Long strings, built cheaply, to reach the size limit from both sides.
+long_texts = st.builds(
+    lambda n, c: c * n, st.integers(300, 2100), st.sampled_from(["x", "é", "😀"])
+)
+json_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**65), max_value=2**65),
+    st.floats(allow_nan=True, allow_infinity=True),
+    texts,
+    long_texts,
+)
+other_leaves = st.one_of(
+    st.binary(max_size=4),
+    st.sets(st.integers(0, 3), max_size=2),
+    st.frozensets(st.text(max_size=2), max_size=2),
+    st.just(datetime(2024, 1, 1, tzinfo=UTC)),
+    st.just(Decimal("1.5")),
+    st.complex_numbers(max_magnitude=2, allow_nan=False),
+)
+keys = st.one_of(texts, st.integers(0, 3))
+
+
+def containers(children: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    return st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=6), children, max_size=4),
+        st.dictionaries(keys, children, max_size=3),
+        st.builds(Box, children),
+        st.builds(
+            Point,
+            x=st.floats(),
+            name=texts,
+            tags=st.lists(st.integers(-(2**64), 2**64), max_size=3).map(tuple),
+        ),
+    )
+
+
+values = st.recursive(st.one_of(json_leaves, json_leaves, other_leaves), containers, max_leaves=12)
+
+
+def check_one(value: object) -> str | None:
+    """Encode ``value`` and hold the result against the oracle; returns the text."""
+    try:
+        expected = oracle(value)
+    except Invalid:
+        expected_failure: str | None = "invalid"
+    else:
+        size = len(orjson.dumps(expected))
+        expected_failure = "too_large" if size > MAX_OUTPUT_BYTES else None
+    event(f"outcome: {expected_failure or 'recorded'}")
+    failure: str | None = None
+    try:
+        text = encode_output(value)
+    except OutputError as exc:
+        failure = exc.reason
+    assert failure == expected_failure
+    if failure is not None:
+        return None
+    if expected is None:
+        assert text is None  # JSON null means "no output"
+        return None
+    assert text is not None
+    assert len(text.encode()) <= MAX_OUTPUT_BYTES
+    assert same(orjson.loads(text), expected)
+    return text
+
+
+@PROPERTY_SETTINGS
+@given(values)
+def test_any_value_fails_or_reads_back_equal(value: object) -> None:
+    check_one(value)
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.one_of(long_texts, json_leaves), max_size=5).map(tuple), st.text(max_size=3))
+def test_values_near_the_limit_are_measured_in_utf8_bytes(
+    items: tuple[object, ...], key: str
+) -> None:
+    check_one({key: items})
+
+
+@PROPERTY_SETTINGS
+@given(values, values)
+def test_slot_holds_the_last_good_value_or_nothing_after_a_failure(
+    first: object, second: object
+) -> None:
+    slot = OutputSlot()
+    for value in (first, second):
+        try:
+            expected_text = encode_output(value)
+        except OutputError:
+            expected_text = None
+        try:
+            slot.set(value)
+        except OutputError:
+            assert expected_text is None
+        assert slot.text == expected_text  # a failed call cleared the slot
+        assert slot.get() == (None if expected_text is None else orjson.loads(expected_text))
+    assert slot.seal() == slot.text
+
+
+@PROPERTY_SETTINGS
+@given(st.text(alphabet=st.characters(exclude_categories=())), st.text(max_size=4))
+def test_fuzz_unicode_strings_as_values_and_keys(text: str, other: str) -> None:
+    for value in (text, {text: other}, {"k": [text]}):
+        check_one(value)
+
+
+@PROPERTY_SETTINGS
+@given(st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True))
+def test_fuzz_floats_round_trip_exactly_or_are_refused(number: float) -> None:
+    text = check_one({"v": number})
+    if math.isfinite(number):
+        assert text is not None
+        loaded = orjson.loads(text)["v"]
+        assert type(loaded) is float
+        assert loaded.hex() == number.hex()  # bit for bit, -0.0 and subnormals included
+    else:
+        assert text is None
