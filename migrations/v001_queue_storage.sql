@@ -162,6 +162,7 @@ BEGIN
         priority smallint NOT NULL,
         claim_lane_lo bigint NOT NULL,
         claim_lane_hi bigint NOT NULL,
+        min_job_id bigint NOT NULL,
         max_job_id bigint NOT NULL,
         job_ids bigint[] NOT NULL,
         run_leases bigint[] NOT NULL,
@@ -172,7 +173,7 @@ BEGIN
     ) PARTITION BY LIST (slot);
     CREATE INDEX ON @S.receipt_completion_batches (claim_id);
     CREATE INDEX ON @S.receipt_completion_batches (queue, priority, claim_lane_hi);
-    CREATE INDEX ON @S.receipt_completion_batches (max_job_id);
+    CREATE INDEX ON @S.receipt_completion_batches (max_job_id, batch_id);
 
     CREATE TABLE @S.done_entries (
         slot int NOT NULL,

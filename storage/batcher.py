@@ -62,7 +62,9 @@ class CompletionBatcher:
         if len(self._pending) >= self._flush_size:
             self._start_flush()
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._flush_delay, self._start_flush)
+            self._timer = asyncio.get_running_loop().call_later(
+                self._flush_delay, self._start_flush
+            )
         return future
 
     @property
@@ -110,12 +112,12 @@ class CompletionBatcher:
                 supported = await self._outputs_supported()
                 async with self._pool.acquire() as conn:
                     # A retry's "already" is its own earlier commit whose ack was lost.
-                    return await finalize.complete_compact(
-                        conn, items, outputs_supported=supported
-                    )
+                    return await finalize.complete_compact(conn, items, outputs_supported=supported)
             except RETRYABLE as exc:
                 if delay is None:
                     raise
-                log.warning("completion flush lost its connection (%s); retrying", type(exc).__name__)
+                log.warning(
+                    "completion flush lost its connection (%s); retrying", type(exc).__name__
+                )
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")

@@ -85,9 +85,7 @@ class CallbackAttempt:
     record: transitions.AttemptRecord
 
 
-async def register(
-    conn: asyncpg.Connection, ref: AttemptRef, timeout_seconds: float
-) -> str | None:
+async def register(conn: asyncpg.Connection, ref: AttemptRef, timeout_seconds: float) -> str | None:
     """Materialize the attempt's state with a fresh callback id; None when the attempt is closed."""
     callback_id = str(uuid.uuid4())
     async with conn.transaction():
@@ -120,7 +118,9 @@ async def _locked_attempt(
         max_attempts=row["max_attempts"],
         attempted_at=row["attempted_at"],
     )
-    return CallbackAttempt(ref, row["kind"], row["queue"], row["attempt"], row["max_attempts"], record)
+    return CallbackAttempt(
+        ref, row["kind"], row["queue"], row["attempt"], row["max_attempts"], record
+    )
 
 
 def validate_external_output(opts: ExternalCompletion, kind: str | None = None) -> str | None:

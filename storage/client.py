@@ -29,9 +29,11 @@ from storage.errors import (
 from storage.events import EventBus, JobEvent, Listener
 from storage.finalize import AttemptRef, Outcome
 from storage.job import Job
+from storage.maintenance import MaintenanceSettings
 from storage.metrics import OutputMetrics
 from storage.migrate import LATEST_VERSION
-from storage.models import JobRow, JobState, StateCounts
+from storage.models import JobKindDescriptor, JobRow, JobState
+from storage.operations import Operations
 from storage.output import register_output_type
 from storage.payload import build_payload
 from storage.results import CallbackToken
@@ -68,7 +70,7 @@ class TaskSpec:
         return self.args_type.__name__ if self.args_type is not None else "dict"
 
 
-class Client:
+class Client(Operations):
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``."""
 
     def __init__(self, pool: asyncpg.Pool, schema: str, dsn: str | None, read_only: bool) -> None:
@@ -79,6 +81,7 @@ class Client:
         self.metrics = OutputMetrics()
         self.events = EventBus()
         self._tasks: dict[str, TaskSpec] = {}
+        self._descriptors: dict[str, JobKindDescriptor] = {}
         self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self._runtime: Runtime | None = None
@@ -256,10 +259,6 @@ class Client:
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
 
-    async def counts(self) -> StateCounts:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
-            return await reads.counts(conn)
-
     # -- callbacks ----------------------------------------------------------------------------
     async def register_callback(self, job: Job[Any], timeout_seconds: float) -> CallbackToken:
         ref = self._attempt_ref(job)
@@ -316,9 +315,13 @@ class Client:
             )
             row = await reads.get_job(conn, job_id, outputs=supported)
         if dropped:
-            self.metrics.dropped(row.kind if row else "unknown", row.queue if row else "", "schema_missing")
+            self.metrics.dropped(
+                row.kind if row else "unknown", row.queue if row else "", "schema_missing"
+            )
         assert row is not None
-        self.emit(JobEvent("completed", row.id, row.kind, row.queue, row.output if stored else None))
+        self.emit(
+            JobEvent("completed", row.id, row.kind, row.queue, row.output if stored else None)
+        )
         return row
 
     def complete_external_sync(
@@ -338,7 +341,9 @@ class Client:
         except RuntimeError:
             running = None
         if running is loop:
-            raise AwaError("complete_external_sync was called on the client's own event loop; await complete_external instead.")
+            raise AwaError(
+                "complete_external_sync was called on the client's own event loop; await complete_external instead."
+            )
         future = asyncio.run_coroutine_threadsafe(
             self.complete_external(callback_id, payload, output=output, run_lease=run_lease), loop
         )
@@ -351,7 +356,9 @@ class Client:
             job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
             return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
 
-    async def retry_external(self, callback_id: str, *, run_lease: int | None = None) -> JobRow | None:
+    async def retry_external(
+        self, callback_id: str, *, run_lease: int | None = None
+    ) -> JobRow | None:
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
             return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
@@ -375,11 +382,15 @@ class Client:
         poll_interval: float = 0.05,
         heartbeat_interval: float = 10.0,
         deadline_seconds: float = 1800.0,
+        maintenance: MaintenanceSettings | None = None,
+        maintenance_interval: float | None = 1.0,
     ) -> None:
         """Start claiming and running jobs from ``queues`` (default: the registered tasks' queues)."""
         if self._runtime is not None:
             raise AwaError("This client is already running.")
-        chosen = list(queues) if queues is not None else sorted({s.queue for s in self._tasks.values()})
+        chosen = (
+            list(queues) if queues is not None else sorted({s.queue for s in self._tasks.values()})
+        )
         self._runtime = Runtime(
             self,
             chosen or ["default"],
@@ -388,7 +399,10 @@ class Client:
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
             deadline_seconds=deadline_seconds,
+            maintenance=maintenance or MaintenanceSettings(),
+            maintenance_interval=maintenance_interval,
         )
+        await self.sync_descriptors()
         await self._ensure_listener()
         self._runtime.start()
 
@@ -467,4 +481,3 @@ class Client:
         job_id, _, run_lease = payload.partition(":")
         if self._runtime is not None and run_lease:
             self._runtime.cancel_attempt(int(job_id), int(run_lease))
-

@@ -112,7 +112,9 @@ class translate_errors:
     ) -> bool:
         return self.__exit__(exc_type, exc, tb)
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> bool:
         if exc is None or isinstance(exc, AwaError):
             return False
         where = redact_dsn(self.dsn)
@@ -120,7 +122,9 @@ class translate_errors:
             raise ReadOnlyError() from exc
         if isinstance(exc, asyncpg.UndefinedTableError | asyncpg.InvalidSchemaNameError):
             raise SchemaNotMigrated() from exc
-        if isinstance(exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError):
+        if isinstance(
+            exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError
+        ):
             raise ConnectionFailed(f"The server at {where} refused the login: {exc}") from exc
         if isinstance(exc, asyncpg.InvalidCatalogNameError):
             raise ConnectionFailed(f"The database named in {where} does not exist.") from exc
@@ -128,7 +132,9 @@ class translate_errors:
             exc, asyncpg.PostgresError
         ):
             raise ConfigError(f"The connection string is not valid: {exc}") from exc
-        if isinstance(exc, OSError | socket.gaierror | TimeoutError | asyncpg.CannotConnectNowError):
+        if isinstance(
+            exc, OSError | socket.gaierror | TimeoutError | asyncpg.CannotConnectNowError
+        ):
             raise ConnectionFailed(f"Could not reach PostgreSQL at {where}: {exc}") from exc
         if isinstance(exc, asyncpg.ConnectionDoesNotExistError | asyncpg.InterfaceError):
             raise ConnectionFailed(f"The connection to PostgreSQL was lost: {exc}") from exc

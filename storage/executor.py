@@ -114,7 +114,9 @@ async def _call_handler(
     except Exception as exc:
         return _Failed(Failure.ERROR, _describe(exc))
     if isinstance(result, RetryAfter):
-        return _Failed(Failure.RETRY_AFTER, f"retry requested after {result.seconds:g}s", result.seconds)
+        return _Failed(
+            Failure.RETRY_AFTER, f"retry requested after {result.seconds:g}s", result.seconds
+        )
     if isinstance(result, Cancel):
         return _Failed(Failure.CANCEL, result.reason)
     if isinstance(result, Snooze | WaitForCallback):
@@ -147,7 +149,9 @@ async def _finish(
             _drop(client, claimed, sealed, "outcome")
             sealed = None
     if sealed is not None and record.output_text is not None:
-        if ended.outcome is Outcome.WRITTEN and (ended.state is JobState.COMPLETED or ended.output_kept):
+        if ended.outcome is Outcome.WRITTEN and (
+            ended.state is JobState.COMPLETED or ended.output_kept
+        ):
             outcome = "completed" if ended.state is JobState.COMPLETED else "failed"
             client.metrics.recorded(claimed.kind, claimed.queue, outcome, len(sealed.encode()))
         elif ended.outcome is Outcome.STALE:

@@ -100,7 +100,9 @@ class JobRow(BaseModel):
         """Decode the completed output as ``output_type`` (see ``storage.output.decode_output``)."""
         from storage.output import decode_output
 
-        return decode_output(self.kind, self.output, output_type, present=self.output_text is not None)
+        return decode_output(
+            self.kind, self.output, output_type, present=self.output_text is not None
+        )
 
     def error_output_as(self, output_type: type[Any]) -> Any:
         """Decode the latest failed attempt's kept output as ``output_type``."""
@@ -159,6 +161,7 @@ class KindSummary(BaseModel):
     kind: str
     descriptor: JobKindDescriptor | None
     counts: dict[JobState, int]
+    dlq: int = 0
     stale: bool
 
 

@@ -1,9 +1,8 @@
-"""Reads: one job in any state, keyset-paged lists per state, and counts.
+"""Reads of one job, in whatever state it is.
 
 ``get_job`` loads the completed output (the compact branch detoasts its batch's array, as the
-ADR says); list reads never load it. Every query here is bounded by an index; the compact
-history is walked batch by batch in ``max_job_id`` order so a page costs the same on a
-million jobs as on ten thousand.
+ADR says). Timestamps that pass through ``to_jsonb`` come back as text; pydantic parses them
+into aware datetimes.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from storage.models import CallbackInfo, DlqInfo, JobRow, JobState, StateCounts
+from storage.models import CallbackInfo, DlqInfo, JobRow, JobState
 from storage.payload import errors_of
 
 # Round trip 1: everything keyed directly by job_id.
@@ -155,7 +154,7 @@ async def _claimed(conn: asyncpg.Connection, base: dict[str, Any], outputs: bool
         return _job_row(
             base | {"attempt": compact["attempt"]},
             state=JobState.COMPLETED,
-            finalized_at=_ts(compact["finalized_at"]),
+            finalized_at=compact["finalized_at"],
             payload=None,
             output_text=row["compact_output"],
             has_output=row["compact_output"] is not None,
@@ -173,21 +172,16 @@ async def _claimed(conn: asyncpg.Connection, base: dict[str, Any], outputs: bool
     if state.get("callback_id"):
         callback = CallbackInfo(
             callback_id=state["callback_id"],
-            timeout_at=_ts(state.get("callback_timeout_at")),
+            timeout_at=state.get("callback_timeout_at"),
             state=state["state"],
         )
     waiting = state.get("state") == "waiting_external"
     return _job_row(
-        base | {"attempt": claim["attempt"], "attempted_at": _ts(claim["claimed_at"])},
+        base | {"attempt": claim["attempt"], "attempted_at": claim["claimed_at"]},
         state=JobState.WAITING_EXTERNAL if waiting else JobState.RUNNING,
         payload=payload,
         callback=callback,
     )
-
-
-def _ts(value: Any) -> Any:
-    """to_jsonb renders timestamps as text; pydantic parses them back into aware datetimes."""
-    return value
 
 
 def _from_deferred(d: dict[str, Any]) -> JobRow:
@@ -205,41 +199,3 @@ def _from_dlq(q: dict[str, Any], args: Any, payload: Any) -> JobRow:
         payload=payload,
         dlq=info,
     )
-
-
-async def counts(conn: asyncpg.Connection) -> StateCounts:
-    """Jobs per state. Bounded by indexes and the rescue horizon, not by history size."""
-    row = await conn.fetchrow(COUNTS)
-    assert row is not None
-    by_state = {state: int(row[state.value] or 0) for state in JobState}
-    return StateCounts(by_state=by_state, dlq=int(row["dlq"] or 0))
-
-
-COUNTS = """
-WITH open AS (
-    SELECT u.job_id, u.run_lease
-      FROM claim_batches cb, unnest(cb.job_ids, cb.run_leases) AS u(job_id, run_lease)
-     WHERE cb.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
-       AND NOT EXISTS (SELECT 1 FROM attempt_closures c
-                        WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
-                        WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
-)
-SELECT
-  (SELECT count(*) FROM deferred_jobs WHERE state = 'scheduled') AS scheduled,
-  (SELECT count(*) FROM deferred_jobs WHERE state = 'retryable') AS retryable,
-  (SELECT COALESCE(sum(next_seq - claim_seq), 0) FROM queue_lanes)
-    - (SELECT count(*) FROM ready_tombstones t JOIN ready_entries r USING (job_id, run_lease)
-        JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
-       WHERE r.lane_seq >= l.claim_seq) AS available,
-  (SELECT count(*) FROM open o WHERE NOT EXISTS (
-      SELECT 1 FROM attempt_state s WHERE s.job_id = o.job_id AND s.run_lease = o.run_lease
-         AND s.state = 'waiting_external')) AS running,
-  (SELECT count(*) FROM attempt_state WHERE state = 'waiting_external') AS waiting_external,
-  (SELECT count(*) FROM done_entries WHERE state = 'completed')
-    + (SELECT COALESCE(sum(completed_count), 0) FROM receipt_completion_batches)
-    - (SELECT count(*) FROM receipt_completion_tombstones) AS completed,
-  (SELECT count(*) FROM done_entries WHERE state = 'failed') AS failed,
-  (SELECT count(*) FROM done_entries WHERE state = 'cancelled') AS cancelled,
-  (SELECT count(*) FROM dlq_entries) AS dlq
-"""

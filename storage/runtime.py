@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 from storage import claim, executor
 from storage.batcher import RETRYABLE
 from storage.claim import ClaimedJob
+from storage.descriptors import SYNC_INTERVAL_SECONDS
 from storage.finalize import AttemptRef
 from storage.job import Job
+from storage.maintenance import MaintenanceSettings
 
 if TYPE_CHECKING:
     from storage.client import Client
@@ -49,6 +51,8 @@ class Runtime:
         poll_interval: float,
         heartbeat_interval: float,
         deadline_seconds: float,
+        maintenance: MaintenanceSettings,
+        maintenance_interval: float | None,
     ) -> None:
         self.client = client
         self.queues = list(queues)
@@ -57,7 +61,11 @@ class Runtime:
         self.poll_interval = poll_interval
         self.heartbeat_interval = heartbeat_interval
         self.deadline_seconds = deadline_seconds
-        self.inflight: dict[tuple[int, int], tuple[ClaimedJob, list[Job[Any]], asyncio.Task[Any]]] = {}
+        self.maintenance = maintenance
+        self.maintenance_interval = maintenance_interval
+        self.inflight: dict[
+            tuple[int, int], tuple[ClaimedJob, list[Job[Any]], asyncio.Task[Any]]
+        ] = {}
         self.stated: set[tuple[int, int]] = set()
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
@@ -68,6 +76,8 @@ class Runtime:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._dispatch()), loop.create_task(self._heartbeat())]
+        if self.maintenance_interval is not None:
+            self._tasks.append(loop.create_task(self._maintain(self.maintenance_interval)))
 
     def wake(self) -> None:
         self._wake.set()
@@ -136,7 +146,9 @@ class Runtime:
     def _spawn(self, claimed: ClaimedJob) -> None:
         holder: list[Job[Any]] = []
         key = (claimed.job_id, claimed.run_lease)
-        task = asyncio.get_running_loop().create_task(executor.run_attempt(self.client, claimed, holder))
+        task = asyncio.get_running_loop().create_task(
+            executor.run_attempt(self.client, claimed, holder)
+        )
         self.inflight[key] = (claimed, holder, task)
 
         def done(finished: asyncio.Task[Any]) -> None:
@@ -150,9 +162,24 @@ class Runtime:
         task.add_done_callback(done)
 
     async def _heartbeat(self) -> None:
+        synced = asyncio.get_running_loop().time()
         while True:
             await asyncio.sleep(self.heartbeat_interval)
             await self.heartbeat_now()
+            if asyncio.get_running_loop().time() - synced >= SYNC_INTERVAL_SECONDS:
+                synced = asyncio.get_running_loop().time()
+                await self.client.sync_descriptors()
+
+    async def _maintain(self, interval: float) -> None:
+        """Periodic maintenance passes; only the leader of each pass does the work."""
+        while True:
+            try:
+                report = await self.client.run_maintenance(self.maintenance)
+                if report.promoted:
+                    self._wake.set()
+            except RETRYABLE as exc:
+                log.warning("maintenance pass failed (%s)", type(exc).__name__)
+            await asyncio.sleep(interval)
 
     async def heartbeat_now(self) -> None:
         """Record liveness (and progress) for attempts running longer than one interval."""
@@ -179,4 +206,3 @@ class Runtime:
 
     def has_state(self, ref: AttemptRef) -> bool:
         return ref.key in self.stated
-

@@ -132,6 +132,7 @@ async def fail(
     retry_in: float | None = None,
     now: datetime | None = None,
     closure: str | None = None,
+    dlq_reason: str | None = None,
 ) -> Ended:
     """Record a failed attempt: an error entry that keeps the output, then retry or end."""
     now = now or datetime.now(UTC)
@@ -160,7 +161,16 @@ async def fail(
                 )
                 payload = append_error(opened.payload, entry, progress=progress)
             ended = await _place_failed(
-                conn, record, opened, failure, payload, retrying, exhausted, retry_in, now
+                conn,
+                record,
+                opened,
+                failure,
+                payload,
+                retrying,
+                exhausted,
+                retry_in,
+                now,
+                dlq_reason,
             )
     except _Stale:
         return await _stale_or_already(conn, record.ref)
@@ -177,6 +187,7 @@ async def _place_failed(
     exhausted: bool,
     retry_in: float | None,
     now: datetime,
+    dlq_reason: str | None,
 ) -> Ended:
     kept = record.output_text is not None
     if retrying:
@@ -203,7 +214,7 @@ async def _place_failed(
         )
         return Ended(Outcome.WRITTEN, JobState.CANCELLED, output_kept=kept)
     if opened.dlq_enabled:
-        reason = {
+        reason = dlq_reason or {
             Failure.CONTRACT: "wait_for_callback_contract_violation",
             Failure.TERMINAL: "terminal_error",
         }.get(failure, "max_attempts_exhausted" if exhausted else "terminal_error")

@@ -1,0 +1,232 @@
+"""Operator actions: cancel, retry, delete, and the dead-letter queue.
+
+Each action checks the job's state and refuses with ``InvalidJobState`` (naming the state)
+when it does not apply; each write is guarded so that a job that moved on in between is
+refused rather than overwritten. Admin actions never publish an attempt's output.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import asyncpg
+
+from storage import finalize, reads
+from storage.errors import InvalidJobState, JobNotFound
+from storage.finalize import AttemptRef
+from storage.models import JobRow, JobState
+from storage.payload import append_error, error_entry
+
+CANCEL_DEFERRED = """
+WITH gone AS (
+    DELETE FROM deferred_jobs WHERE job_id = $1 AND run_lease = $2 RETURNING *
+), ready AS (
+    INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
+                               max_attempts, lane_seq, run_at, attempted_at, created_at,
+                               unique_key, payload)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, kind, queue, args,
+           priority, attempt, run_lease, max_attempts, NULL, run_at, attempted_at, created_at,
+           unique_key, payload
+      FROM gone
+    RETURNING job_id, run_lease, attempt
+)
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease,
+       'cancelled', attempt, now(), $3
+  FROM ready
+"""
+
+# An unclaimed ready row is cancelled under its lane lock, so a claim cannot take it meanwhile.
+CANCEL_AVAILABLE = """
+WITH lane AS (
+    SELECT l.claim_seq FROM queue_lanes l JOIN ready_entries r
+        ON r.queue = l.queue AND r.priority = l.priority
+     WHERE r.job_id = $1 AND r.run_lease = $2
+       FOR UPDATE OF l
+), target AS (
+    SELECT r.* FROM ready_entries r, lane
+     WHERE r.job_id = $1 AND r.run_lease = $2 AND r.lane_seq >= lane.claim_seq
+), tomb AS (
+    INSERT INTO ready_tombstones (slot, job_id, run_lease)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease
+      FROM target
+)
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease,
+       'cancelled', attempt, now(), $3
+  FROM target
+"""
+
+NOTIFY_CANCEL = "SELECT pg_notify('awa_cancel_' || current_schema(), $1)"
+
+# Retry a failed or cancelled job: same id, attempt 0, errors kept, a new run lease through
+# its lane.
+RETRY_DONE = """
+WITH gone AS (
+    DELETE FROM done_entries
+     WHERE job_id = $1 AND run_lease = $2 AND state IN ('failed', 'cancelled')
+    RETURNING job_id, run_lease, payload
+), src AS (
+    SELECT r.*, COALESCE(g.payload, r.payload) AS carried
+      FROM ready_entries r JOIN gone g USING (job_id, run_lease)
+)
+%(requeue)s
+"""
+
+RETRY_DLQ = """
+WITH gone AS (
+    DELETE FROM dlq_entries WHERE job_id = $1 RETURNING *
+), src AS (
+    SELECT job_id, kind, queue, args, priority, original_run_lease AS run_lease, max_attempts,
+           created_at, unique_key, payload AS carried
+      FROM gone
+)
+%(requeue)s
+"""
+
+REQUEUE = """
+, lane AS (
+    INSERT INTO queue_lanes AS l (queue, priority, next_seq)
+    SELECT queue, priority, 1 FROM src
+    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + 1
+    RETURNING l.next_seq - 1 AS seq
+)
+INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
+                           max_attempts, lane_seq, run_at, created_at, unique_key, payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, kind, queue, args,
+       priority, 0, run_lease + 1, max_attempts, lane.seq, now(), created_at, unique_key,
+       carried - 'progress'
+  FROM src, lane
+"""
+
+DELETE_GENERAL = """
+DELETE FROM done_entries WHERE job_id = $1 AND run_lease = $2 AND state = $3
+"""
+TOMBSTONE_COMPACT = """
+INSERT INTO receipt_completion_tombstones (slot, job_id, run_lease)
+VALUES ((SELECT current_slot FROM ring_state WHERE ring = 'queue'), $1, $2)
+"""
+PURGE_DLQ = "DELETE FROM dlq_entries WHERE job_id = $1"
+CLAIM_OF = """
+SELECT cb.claim_id FROM claim_batches cb JOIN ready_entries r
+    ON r.queue = cb.queue AND r.priority = cb.priority
+   AND cb.lane_lo <= r.lane_seq AND cb.lane_hi >= r.lane_seq
+ WHERE r.job_id = $1 AND r.run_lease = $2 AND cb.job_ids @> ARRAY[$1::bigint]
+"""
+READ_ONLY = "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
+
+CANCELLABLE = "available, scheduled, retryable, running or waiting_external"
+
+
+async def _current(conn: asyncpg.Connection, job_id: int, outputs: bool) -> JobRow:
+    row = await reads.get_job(conn, job_id, outputs=outputs)
+    if row is None:
+        raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
+    return row
+
+
+def _refuse(row: JobRow, action: str, allowed: str) -> InvalidJobState:
+    state = "dead-lettered" if row.dlq is not None else row.state.value
+    return InvalidJobState(row.id, state, action, allowed)
+
+
+def _cancel_payload(row: JobRow) -> dict[str, object]:
+    payload: dict[str, object] = {}
+    if row.metadata:
+        payload["metadata"] = row.metadata
+    if row.tags:
+        payload["tags"] = row.tags
+    if row.errors:
+        payload["errors"] = row.errors
+    entry = error_entry("cancelled by operator", row.attempt, datetime.now(UTC), terminal=True)
+    return append_error(payload, entry)
+
+
+async def cancel(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+    """Cancel a job that has not ended. A running handler is told and its completion goes stale."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        payload = _cancel_payload(row)
+        if row.dlq is not None:
+            raise _refuse(row, "cancelled", CANCELLABLE)
+        match row.state:
+            case JobState.SCHEDULED | JobState.RETRYABLE:
+                status = await conn.execute(CANCEL_DEFERRED, job_id, row.run_lease, payload)
+            case JobState.AVAILABLE:
+                status = await conn.execute(CANCEL_AVAILABLE, job_id, row.run_lease, payload)
+            case JobState.RUNNING | JobState.WAITING_EXTERNAL:
+                status = await _cancel_open(conn, row, payload)
+            case _:
+                raise _refuse(row, "cancelled", CANCELLABLE)
+        if status.endswith(" 0"):
+            raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
+
+
+async def _cancel_open(conn: asyncpg.Connection, row: JobRow, payload: dict[str, object]) -> str:
+    claim_id = await conn.fetchval(CLAIM_OF, row.id, row.run_lease)
+    if claim_id is None:
+        return "INSERT 0 0"
+    ref = AttemptRef(row.id, row.run_lease, claim_id)
+    await finalize.lock_claims(conn, [claim_id])
+    if await finalize.close_if_open(conn, ref, "cancelled_admin") is None:
+        return "INSERT 0 0"
+    await finalize.write_done(
+        conn,
+        ref,
+        state=JobState.CANCELLED,
+        attempt=row.attempt,
+        payload=payload,
+        output_text=None,
+        outputs_supported=False,
+    )
+    await conn.execute(NOTIFY_CANCEL, f"{row.id}:{row.run_lease}")
+    return "INSERT 0 1"
+
+
+async def retry(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+    """Run a failed or cancelled job again: same id, attempt 0, errors kept."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is not None:
+            status = await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
+        elif row.state in (JobState.FAILED, JobState.CANCELLED):
+            status = await conn.execute(RETRY_DONE % {"requeue": REQUEUE}, job_id, row.run_lease)
+        else:
+            raise _refuse(row, "retried", "failed, cancelled or dead-lettered")
+        if status.endswith(" 0"):
+            raise _refuse(await _current(conn, job_id, outputs), "retried", "failed or cancelled")
+
+
+async def retry_dlq(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+    """Move a dead-lettered job back to its queue (same id, attempt 0, errors kept)."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is None:
+            raise _refuse(row, "retried from the DLQ", "dead-lettered")
+        await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
+
+
+async def delete(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+    """Delete a terminal job. A compact completion gets a tombstone; its bytes stay until prune."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is not None:
+            await conn.execute(PURGE_DLQ, job_id)
+        elif row.state is JobState.COMPLETED and row.storage_path == "compact":
+            await conn.execute(TOMBSTONE_COMPACT, job_id, row.run_lease)
+        elif row.state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
+            await conn.execute(DELETE_GENERAL, job_id, row.run_lease, row.state.value)
+        else:
+            raise _refuse(row, "deleted", "completed, failed or cancelled")
+
+
+async def purge_dlq(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+    row = await _current(conn, job_id, outputs)
+    if row.dlq is None:
+        raise _refuse(row, "purged from the DLQ", "dead-lettered")
+    await conn.execute(PURGE_DLQ, job_id)
+
+
+async def database_read_only(conn: asyncpg.Connection) -> bool:
+    """True when this session cannot write: read-only mode, or a replica."""
+    return bool(await conn.fetchval(READ_ONLY))

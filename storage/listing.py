@@ -1,0 +1,297 @@
+"""List reads and counts. Rows come newest first with keyset paging (``before_id``) and never
+carry an output: list reads do not load outputs (ADR-048), only whether one exists.
+
+Each state has its own index-bounded query, so a page costs about the same on a million
+jobs as on ten thousand. Compact completions are walked batch by batch in ``max_job_id``
+order; the walk stops as soon as no older batch can hold a row of the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from storage.models import CallbackInfo, DlqInfo, JobRow, JobState, StateCounts
+from storage.payload import errors_of
+
+# Attempts that are claimed and not yet ended. Bounded by the rescue horizon: claim batches
+# below it are fully resolved.
+OPEN_ATTEMPTS = """
+open AS (
+    SELECT cb.claim_id, cb.claimed_at, u.job_id, u.run_lease, u.attempt
+      FROM claim_batches cb,
+           unnest(cb.job_ids, cb.run_leases, cb.attempts) AS u(job_id, run_lease, attempt)
+     WHERE cb.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
+       AND NOT EXISTS (SELECT 1 FROM attempt_closures c
+                        WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
+       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
+                        WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
+)"""
+
+# $1 before_id, $2 kind, $3 queue, $4 search pattern (ILIKE), $5 limit
+_FILTER = """
+   AND r.job_id < $1
+   AND ($2::text IS NULL OR r.kind = $2)
+   AND ($3::text IS NULL OR r.queue = $3)
+   AND ($4::text IS NULL OR r.kind ILIKE $4 OR r.queue ILIKE $4 OR r.args::text ILIKE $4
+        OR COALESCE(%(payload)s::text, '') ILIKE $4)
+"""
+
+
+def _filter(payload: str) -> str:
+    return _FILTER % {"payload": payload}
+
+
+_COLUMNS = """r.job_id, r.kind, r.queue, r.args, r.priority, r.run_lease, r.max_attempts,
+       r.run_at, r.created_at"""
+
+LIST_AVAILABLE = f"""
+SELECT {_COLUMNS}, r.attempt, r.attempted_at, NULL::timestamptz AS finalized_at, r.payload,
+       false AS has_output
+  FROM queue_lanes l
+ CROSS JOIN LATERAL (SELECT * FROM ready_entries r
+                      WHERE r.queue = l.queue AND r.priority = l.priority
+                        AND r.lane_seq >= l.claim_seq) r
+ WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                    WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
+{_filter("r.payload")}
+ ORDER BY r.job_id DESC LIMIT $5
+"""
+
+LIST_DEFERRED = f"""
+SELECT {_COLUMNS}, r.attempt, r.attempted_at, NULL::timestamptz AS finalized_at, r.payload,
+       false AS has_output
+  FROM deferred_jobs r
+ WHERE r.state = $6
+{_filter("r.payload")}
+ ORDER BY r.job_id DESC LIMIT $5
+"""
+
+LIST_OPEN = f"""
+WITH {OPEN_ATTEMPTS}
+SELECT {_COLUMNS}, o.attempt, o.claimed_at AS attempted_at, NULL::timestamptz AS finalized_at,
+       CASE WHEN s.progress IS NULL THEN r.payload
+            ELSE COALESCE(r.payload, '{{}}') || jsonb_build_object('progress', s.progress) END
+       AS payload,
+       false AS has_output, s.callback_id, s.callback_timeout_at,
+       COALESCE(s.state, 'running') AS attempt_state
+  FROM open o
+  JOIN ready_entries r ON r.job_id = o.job_id AND r.run_lease = o.run_lease
+  LEFT JOIN attempt_state s ON s.job_id = o.job_id AND s.run_lease = o.run_lease
+ WHERE (COALESCE(s.state, 'running') = 'waiting_external') = $6
+{_filter("r.payload")}
+ ORDER BY r.job_id DESC LIMIT $5
+"""
+
+LIST_DONE = f"""
+SELECT {_COLUMNS}, d.attempt, NULL::timestamptz AS attempted_at, d.finalized_at,
+       COALESCE(d.payload, r.payload) AS payload, %(has_output)s AS has_output
+  FROM done_entries d
+  JOIN ready_entries r ON r.job_id = d.job_id AND r.run_lease = d.run_lease
+ WHERE d.state = $6
+{_filter("COALESCE(d.payload, r.payload)")}
+ ORDER BY d.job_id DESC LIMIT $5
+"""
+
+LIST_DLQ = f"""
+SELECT r.job_id, r.kind, r.queue, r.args, r.priority, r.original_run_lease AS run_lease,
+       r.max_attempts, r.run_at, r.created_at, r.attempt, r.attempted_at, r.finalized_at,
+       r.payload, false AS has_output, r.dlq_reason, r.dlq_at
+  FROM dlq_entries r
+ WHERE true
+{_filter("r.payload")}
+ ORDER BY r.job_id DESC LIMIT $5
+"""
+
+# The next few compact batches that may hold rows older than before_id.
+COMPACT_BATCHES = """
+SELECT batch_id, max_job_id FROM receipt_completion_batches
+ WHERE min_job_id < $1 AND (max_job_id, batch_id) < ($2, $3)
+ ORDER BY max_job_id DESC, batch_id DESC
+ LIMIT $4
+"""
+
+# Rows of those batches. The output mask is computed once per batch (one detoast of the
+# array), and no output value leaves the server.
+COMPACT_ROWS = f"""
+SELECT {_COLUMNS}, b.attempts[item.ord]::int AS attempt, NULL::timestamptz AS attempted_at,
+       b.finalized_at, NULL::jsonb AS payload,
+       COALESCE(m.mask[item.ord], false) AS has_output
+  FROM receipt_completion_batches b
+ CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS item(job_id, run_lease, ord)
+ CROSS JOIN LATERAL (SELECT %(mask)s AS mask) m
+  JOIN ready_entries r ON r.job_id = item.job_id AND r.run_lease = item.run_lease
+ WHERE b.batch_id = ANY($6::bigint[])
+   AND NOT EXISTS (SELECT 1 FROM receipt_completion_tombstones t
+                    WHERE t.job_id = item.job_id AND t.run_lease = item.run_lease)
+{_filter("r.payload")}
+ ORDER BY r.job_id DESC LIMIT $5
+"""
+_MASK = {
+    True: "(SELECT array_agg(o IS NOT NULL ORDER BY n) FROM unnest(b.outputs) WITH ORDINALITY AS x(o, n))",
+    False: "NULL::boolean[]",
+}
+
+COUNTS = f"""
+WITH {OPEN_ATTEMPTS}
+SELECT
+  (SELECT count(*) FROM deferred_jobs WHERE state = 'scheduled') AS scheduled,
+  (SELECT count(*) FROM deferred_jobs WHERE state = 'retryable') AS retryable,
+  (SELECT COALESCE(sum(next_seq - claim_seq), 0) FROM queue_lanes)
+    - (SELECT count(*) FROM ready_tombstones t
+         JOIN ready_entries r USING (job_id, run_lease)
+         JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
+        WHERE r.lane_seq >= l.claim_seq) AS available,
+  (SELECT count(*) FROM open o WHERE NOT EXISTS (
+      SELECT 1 FROM attempt_state s WHERE s.job_id = o.job_id AND s.run_lease = o.run_lease
+         AND s.state = 'waiting_external')) AS running,
+  (SELECT count(*) FROM open o JOIN attempt_state s USING (job_id, run_lease)
+    WHERE s.state = 'waiting_external') AS waiting_external,
+  (SELECT count(*) FROM done_entries WHERE state = 'completed')
+    + (SELECT COALESCE(sum(completed_count), 0) FROM receipt_completion_batches)
+    - (SELECT count(*) FROM receipt_completion_tombstones) AS completed,
+  (SELECT count(*) FROM done_entries WHERE state = 'failed') AS failed,
+  (SELECT count(*) FROM done_entries WHERE state = 'cancelled') AS cancelled,
+  (SELECT count(*) FROM dlq_entries) AS dlq
+"""
+
+COMPACT_CHUNK = 4
+NO_BEFORE = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """What the browser asks for. ``search`` matches kind, queue, args and error text."""
+
+    state: JobState | None = None
+    dlq: bool = False
+    kind: str | None = None
+    queue: str | None = None
+    search: str | None = None
+
+    def params(self, before_id: int | None, limit: int) -> list[Any]:
+        pattern = None
+        if self.search:
+            escaped = self.search.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+            pattern = f"%{escaped}%"
+        return [before_id or NO_BEFORE, self.kind, self.queue, pattern, limit]
+
+
+def _row(r: asyncpg.Record, state: JobState, **extra: Any) -> JobRow:
+    payload = r["payload"] or {}
+    return JobRow(
+        id=r["job_id"],
+        kind=r["kind"],
+        queue=r["queue"],
+        state=state,
+        args=r["args"],
+        priority=r["priority"],
+        attempt=r["attempt"],
+        max_attempts=r["max_attempts"],
+        run_lease=r["run_lease"],
+        run_at=r["run_at"],
+        created_at=r["created_at"],
+        attempted_at=r["attempted_at"],
+        finalized_at=r["finalized_at"],
+        tags=list(payload.get("tags") or []),
+        metadata=dict(payload.get("metadata") or {}),
+        errors=errors_of(payload),
+        progress=payload.get("progress"),
+        has_output=bool(r["has_output"]),
+        **extra,
+    )
+
+
+async def list_jobs(
+    conn: asyncpg.Connection,
+    where: ListFilter,
+    *,
+    before_id: int | None,
+    limit: int,
+    outputs: bool,
+) -> list[JobRow]:
+    """One page of jobs, newest first; ``where.state`` None means every state."""
+    params = where.params(before_id, limit)
+    if where.dlq:
+        return [_dlq_row(r) for r in await conn.fetch(LIST_DLQ, *params)]
+    states = [where.state] if where.state is not None else list(JobState)
+    rows: list[JobRow] = []
+    for state in states:
+        rows.extend(await _list_state(conn, state, params, outputs))
+    rows.sort(key=lambda row: row.id, reverse=True)
+    return rows[:limit]
+
+
+def _dlq_row(r: asyncpg.Record) -> JobRow:
+    info = DlqInfo(reason=r["dlq_reason"], dlq_at=r["dlq_at"], original_run_lease=r["run_lease"])
+    return _row(r, JobState.FAILED, dlq=info)
+
+
+async def _list_state(
+    conn: asyncpg.Connection, state: JobState, params: list[Any], outputs: bool
+) -> list[JobRow]:
+    match state:
+        case JobState.AVAILABLE:
+            return [_row(r, state) for r in await conn.fetch(LIST_AVAILABLE, *params)]
+        case JobState.SCHEDULED | JobState.RETRYABLE:
+            return [_row(r, state) for r in await conn.fetch(LIST_DEFERRED, *params, state.value)]
+        case JobState.RUNNING | JobState.WAITING_EXTERNAL:
+            waiting = state is JobState.WAITING_EXTERNAL
+            return [_open_row(r, state) for r in await conn.fetch(LIST_OPEN, *params, waiting)]
+        case JobState.FAILED | JobState.CANCELLED:
+            sql = LIST_DONE % {"has_output": "false"}
+            return [
+                _row(r, state, storage_path="general")
+                for r in await conn.fetch(sql, *params, state.value)
+            ]
+        case JobState.COMPLETED:
+            sql = LIST_DONE % {"has_output": "d.output IS NOT NULL" if outputs else "false"}
+            general = [
+                _row(r, state, storage_path="general")
+                for r in await conn.fetch(sql, *params, state.value)
+            ]
+            return general + await _compact_page(conn, params, outputs)
+
+
+def _open_row(r: asyncpg.Record, state: JobState) -> JobRow:
+    callback = None
+    if r["callback_id"]:
+        callback = CallbackInfo(
+            callback_id=r["callback_id"],
+            timeout_at=r["callback_timeout_at"],
+            state=r["attempt_state"],
+        )
+    return _row(r, state, callback=callback)
+
+
+async def _compact_page(conn: asyncpg.Connection, params: list[Any], outputs: bool) -> list[JobRow]:
+    """Walk compact batches newest first until no older batch can hold a row of the page."""
+    before, limit = params[0], params[4]
+    sql = COMPACT_ROWS % {"mask": _MASK[outputs]}
+    found: list[JobRow] = []
+    cursor = (NO_BEFORE, NO_BEFORE)
+    while True:
+        batches = await conn.fetch(COMPACT_BATCHES, before, *cursor, COMPACT_CHUNK)
+        if not batches:
+            break
+        rows = await conn.fetch(sql, *params, [b["batch_id"] for b in batches])
+        found.extend(_row(r, JobState.COMPLETED, storage_path="compact") for r in rows)
+        found.sort(key=lambda row: row.id, reverse=True)
+        del found[limit:]
+        last = batches[-1]
+        cursor = (last["max_job_id"], last["batch_id"])
+        if len(found) >= limit and last["max_job_id"] < found[-1].id:
+            break
+    return found
+
+
+async def counts(conn: asyncpg.Connection) -> StateCounts:
+    """Jobs per state, bounded by indexes and the rescue horizon rather than history size."""
+    row = await conn.fetchrow(COUNTS)
+    assert row is not None
+    return StateCounts(
+        by_state={state: int(row[state.value] or 0) for state in JobState},
+        dlq=int(row["dlq"] or 0),
+    )

@@ -1,0 +1,287 @@
+"""Maintenance: promotion, rescue, callback timeouts, ring rotation and prune.
+
+One leader at a time (a session advisory lock per pass). Rescue closes the old attempt before
+the job becomes runnable again, so a late completion from a presumed-dead worker is stale; it
+writes an error entry without an output, which leaves an earlier kept output in place.
+
+Rings: hot tables are LIST-partitioned into slots. Rotation moves writers to the next slot
+(skipped while the current slot is idle); prune empties the oldest sealed slot with TRUNCATE,
+only when nothing in it is live, after carrying failed jobs inside ``failed_retention``
+forward into the live slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+
+from storage import enqueue, transitions
+from storage.finalize import AttemptRef, Outcome
+from storage.listing import OPEN_ATTEMPTS
+from storage.transitions import AttemptRecord, Failure
+
+log = logging.getLogger("storage")
+
+LEADER_LOCK = "SELECT pg_try_advisory_lock(6386273, hashtext(current_schema()))"
+LEADER_UNLOCK = "SELECT pg_advisory_unlock(6386273, hashtext(current_schema()))"
+
+EXPIRED = f"""
+WITH {OPEN_ATTEMPTS}
+SELECT o.job_id, o.run_lease, o.claim_id, o.attempt, o.claimed_at, r.max_attempts,
+       CASE WHEN cb.deadline_at < now() THEN 'hard deadline exceeded'
+            ELSE 'heartbeat stale: worker presumed dead' END AS reason
+  FROM open o
+  JOIN claim_batches cb ON cb.claim_id = o.claim_id
+  JOIN ready_entries r ON r.job_id = o.job_id AND r.run_lease = o.run_lease
+  LEFT JOIN attempt_state s ON s.job_id = o.job_id AND s.run_lease = o.run_lease
+ WHERE COALESCE(s.state, 'running') = 'running'
+   AND (cb.deadline_at < now()
+        OR COALESCE(s.heartbeat_at, o.claimed_at) < now() - make_interval(secs => $1))
+ LIMIT $2
+"""
+
+CALLBACK_TIMEOUTS = """
+SELECT s.job_id, s.run_lease, s.claim_id, r.attempt + 1 AS attempt, r.max_attempts,
+       r.attempted_at AS claimed_at
+  FROM attempt_state s
+  JOIN ready_entries r ON r.job_id = s.job_id AND r.run_lease = s.run_lease
+ WHERE s.state = 'waiting_external' AND s.callback_timeout_at < now()
+ LIMIT $1
+"""
+
+# Claim batches older than a minute have committed (statements time out sooner), so the
+# horizon never passes a claim that is still being written.
+ADVANCE_HORIZON = f"""
+WITH {OPEN_ATTEMPTS}
+UPDATE maintenance_state SET rescue_horizon = GREATEST(rescue_horizon, LEAST(
+    (SELECT min(claim_id) FROM open),
+    (SELECT min(claim_id) FROM claim_batches WHERE claimed_at > now() - interval '1 minute'),
+    (SELECT COALESCE(max(claim_id) + 1, 0) FROM claim_batches)))
+"""
+
+ORPHAN_STATE = """
+DELETE FROM attempt_state s
+ WHERE EXISTS (SELECT 1 FROM attempt_closures c
+                WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease)
+    OR EXISTS (SELECT 1 FROM receipt_completion_batches b
+                WHERE b.claim_id = s.claim_id AND b.job_ids @> ARRAY[s.job_id])
+    OR NOT EXISTS (SELECT 1 FROM claim_batches cb WHERE cb.claim_id = s.claim_id)
+"""
+
+RING = "SELECT slot_count, current_slot, rotated_at FROM ring_state WHERE ring = $1 FOR UPDATE"
+ROTATE = """
+UPDATE ring_state SET current_slot = $2, generation = generation + 1, rotated_at = now()
+ WHERE ring = $1
+"""
+QUEUE_TABLES = (
+    "ready_entries",
+    "done_entries",
+    "receipt_completion_batches",
+    "receipt_completion_tombstones",
+    "ready_tombstones",
+)
+CLAIM_TABLES = ("claim_batches", "attempt_closures")
+SLOT_USED = {
+    "queue": "SELECT EXISTS (SELECT 1 FROM ready_entries WHERE slot = $1)"
+    " OR EXISTS (SELECT 1 FROM done_entries WHERE slot = $1)"
+    " OR EXISTS (SELECT 1 FROM receipt_completion_batches WHERE slot = $1)",
+    "claim": "SELECT EXISTS (SELECT 1 FROM claim_batches WHERE slot = $1)"
+    " OR EXISTS (SELECT 1 FROM attempt_closures WHERE slot = $1)",
+}
+
+# A queue slot is live while it holds a ready row that is unclaimed or whose attempt is open.
+QUEUE_SLOT_LIVE = f"""
+WITH {OPEN_ATTEMPTS}
+SELECT EXISTS (
+    SELECT 1 FROM ready_entries r
+      JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
+     WHERE r.slot = $1 AND r.lane_seq >= l.claim_seq
+       AND NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                        WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease))
+    OR EXISTS (SELECT 1 FROM open o JOIN ready_entries r USING (job_id, run_lease)
+                WHERE r.slot = $1)
+"""
+CLAIM_SLOT_LIVE = f"""
+WITH {OPEN_ATTEMPTS}
+SELECT EXISTS (SELECT 1 FROM open o JOIN claim_batches cb USING (claim_id) WHERE cb.slot = $1)
+"""
+
+# Failed jobs inside the retention window survive prune: their ready row and done row are
+# copied into the live slot ($2) before the old slot ($1) is truncated.
+CARRY_FAILED = """
+WITH keep AS (
+    SELECT d.* FROM done_entries d JOIN ready_entries r USING (job_id, run_lease)
+     WHERE d.state = 'failed' AND d.finalized_at > now() - $3::interval
+       AND (d.slot = $1 OR r.slot = $1)
+), ready_copy AS (
+    INSERT INTO ready_entries
+    SELECT $2, r.job_id, r.kind, r.queue, r.args, r.priority, r.attempt, r.run_lease,
+           r.max_attempts, r.lane_seq, r.run_at, r.attempted_at, r.created_at, r.unique_key,
+           r.payload
+      FROM ready_entries r JOIN keep k USING (job_id, run_lease)
+     WHERE r.slot = $1
+)
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload %s)
+SELECT $2, job_id, run_lease, state, attempt, finalized_at, payload %s FROM keep WHERE slot = $1
+"""
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    heartbeat_stale_seconds: float = 60.0
+    queue_rotate_interval: timedelta = timedelta(minutes=15)
+    claim_rotate_interval: timedelta = timedelta(minutes=5)
+    failed_retention: timedelta = timedelta(hours=72)
+    batch: int = 1000
+
+
+@dataclass
+class PassReport:
+    promoted: int = 0
+    rescued: int = 0
+    timed_out: int = 0
+    rotated: tuple[str, ...] = ()
+    pruned: tuple[str, ...] = ()
+    leader: bool = True
+
+
+async def run_pass(
+    conn: asyncpg.Connection, settings: MaintenanceSettings, *, outputs_supported: bool
+) -> PassReport:
+    """One maintenance pass, if this connection wins leadership for it."""
+    if not await conn.fetchval(LEADER_LOCK):
+        return PassReport(leader=False)
+    try:
+        report = PassReport()
+        report.promoted = await enqueue.promote_due(conn, limit=settings.batch)
+        report.rescued = await rescue_expired(conn, settings)
+        report.timed_out = await rescue_callback_timeouts(conn, settings)
+        await conn.execute(ORPHAN_STATE)
+        await conn.execute(ADVANCE_HORIZON)
+        rotated, pruned = [], []
+        for ring, interval in (
+            ("queue", settings.queue_rotate_interval),
+            ("claim", settings.claim_rotate_interval),
+        ):
+            outcome = await rotate(conn, ring, interval, settings, outputs_supported)
+            if outcome.pruned:
+                pruned.append(ring)
+            if outcome.rotated:
+                rotated.append(ring)
+        report.rotated, report.pruned = tuple(rotated), tuple(pruned)
+        return report
+    finally:
+        await conn.fetchval(LEADER_UNLOCK)
+
+
+async def rescue_expired(conn: asyncpg.Connection, settings: MaintenanceSettings) -> int:
+    """Close attempts whose heartbeat is stale or whose deadline passed, and retry or fail them."""
+    rows = await conn.fetch(EXPIRED, settings.heartbeat_stale_seconds, settings.batch)
+    rescued = 0
+    for r in rows:
+        record = AttemptRecord(
+            ref=AttemptRef(r["job_id"], r["run_lease"], r["claim_id"]),
+            attempt=r["attempt"],
+            max_attempts=r["max_attempts"],
+            attempted_at=r["claimed_at"],
+        )
+        ended = await transitions.fail(
+            conn,
+            record,
+            Failure.ERROR,
+            r["reason"],
+            outputs_supported=False,
+            retry_in=0,
+            closure="rescued",
+        )
+        rescued += ended.outcome is Outcome.WRITTEN
+    return rescued
+
+
+async def rescue_callback_timeouts(conn: asyncpg.Connection, settings: MaintenanceSettings) -> int:
+    """Fail (or retry) jobs whose callback was not answered in time."""
+    rows = await conn.fetch(CALLBACK_TIMEOUTS, settings.batch)
+    done = 0
+    for r in rows:
+        record = AttemptRecord(
+            ref=AttemptRef(r["job_id"], r["run_lease"], r["claim_id"]),
+            attempt=r["attempt"],
+            max_attempts=r["max_attempts"],
+            attempted_at=r["claimed_at"],
+        )
+        ended = await transitions.fail(
+            conn,
+            record,
+            Failure.ERROR,
+            "callback timed out",
+            outputs_supported=False,
+            retry_in=0,
+            closure="callback_timeout",
+            dlq_reason="callback_timeout",
+        )
+        done += ended.outcome is Outcome.WRITTEN
+    return done
+
+
+@dataclass(frozen=True)
+class RotateOutcome:
+    rotated: bool
+    pruned: bool
+
+
+async def rotate(
+    conn: asyncpg.Connection,
+    ring: str,
+    interval: timedelta,
+    settings: MaintenanceSettings,
+    outputs_supported: bool,
+    *,
+    force: bool = False,
+) -> RotateOutcome:
+    """Move ``ring`` to its next slot when due, pruning that (oldest sealed) slot first."""
+    async with conn.transaction():
+        row = await conn.fetchrow(RING, ring)
+        assert row is not None
+        count, current = row["slot_count"], row["current_slot"]
+        due = (
+            force
+            or (await conn.fetchval("SELECT now() - $1::timestamptz", row["rotated_at"]))
+            >= interval
+        )
+        if not due or not await conn.fetchval(SLOT_USED[ring], current):
+            return RotateOutcome(False, False)  # not yet, or the current slot is idle
+        target = (current + 1) % count
+        pruned = False
+        if await conn.fetchval(SLOT_USED[ring], target):
+            pruned = await prune_slot(conn, ring, target, current, settings, outputs_supported)
+            if not pruned:
+                return RotateOutcome(False, False)
+        await conn.execute(ROTATE, ring, target)
+        return RotateOutcome(True, pruned)
+
+
+async def prune_slot(
+    conn: asyncpg.Connection,
+    ring: str,
+    slot: int,
+    live_slot: int,
+    settings: MaintenanceSettings,
+    outputs_supported: bool,
+) -> bool:
+    """TRUNCATE one sealed slot of ``ring`` unless something in it is live. In a transaction."""
+    tables = QUEUE_TABLES if ring == "queue" else CLAIM_TABLES
+    partitions = [f"{table}_{int(slot)}" for table in tables]
+    # Lock first: writers that already chose this slot finish before the liveness check.
+    await conn.execute(f"LOCK TABLE {', '.join(partitions)} IN ACCESS EXCLUSIVE MODE")
+    live_sql = QUEUE_SLOT_LIVE if ring == "queue" else CLAIM_SLOT_LIVE
+    if await conn.fetchval(live_sql, slot):
+        log.info("prune of %s slot %s skipped: it still holds live jobs", ring, slot)
+        return False
+    if ring == "queue":
+        cols = (", output", ", output") if outputs_supported else ("", "")
+        await conn.execute(CARRY_FAILED % cols, slot, live_slot, settings.failed_retention)
+    await conn.execute(f"TRUNCATE {', '.join(partitions)}")
+    return True

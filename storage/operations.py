@@ -1,0 +1,184 @@
+"""The Client's operator surface: list reads, admin actions, descriptors and maintenance.
+
+Kept apart from ``client.py`` (which owns tasks, inserts, callbacks and the runtime) so each
+module stays small; ``Client`` inherits these methods.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from storage import admin, descriptors, listing, maintenance
+from storage.db import translate_errors
+from storage.errors import AwaError
+from storage.listing import ListFilter
+from storage.maintenance import MaintenanceSettings, PassReport
+from storage.models import JobKindDescriptor, JobRow, JobState, KindSummary
+from storage.output import output_descriptor
+
+if TYPE_CHECKING:
+    from storage.schema_probe import OutputColumnsProbe
+
+BULK_PAGE = 500
+BULK_ACTIONS = ("retry", "cancel", "delete", "retry_dlq", "purge_dlq")
+
+
+class Operations:
+    """Mixed into ``Client``; relies on its pool, dsn, probe and registered tasks."""
+
+    pool: asyncpg.Pool
+    dsn: str | None
+    _probe: OutputColumnsProbe
+    _descriptors: dict[str, JobKindDescriptor]
+
+    # -- lists --------------------------------------------------------------------------------
+    async def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        dlq: bool = False,
+        kind: str | None = None,
+        queue: str | None = None,
+        search: str | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> list[JobRow]:
+        """A page of jobs, newest first. Rows carry no output (``has_output`` says if one exists)."""
+        where = ListFilter(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await listing.list_jobs(
+                conn,
+                where,
+                before_id=before_id,
+                limit=limit,
+                outputs=await self._probe.present(conn),
+            )
+
+    async def counts(self) -> Any:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await listing.counts(conn)
+
+    async def count_matching(self, **where: Any) -> int:
+        """How many jobs a bulk action on this filter would touch (shown before acting)."""
+        return len(await self._matching_ids(ListFilter(**where)))
+
+    async def _matching_ids(self, where: ListFilter) -> list[int]:
+        ids: list[int] = []
+        before: int | None = None
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            outputs = await self._probe.present(conn)
+            while True:
+                page = await listing.list_jobs(
+                    conn, where, before_id=before, limit=BULK_PAGE, outputs=outputs
+                )
+                ids.extend(row.id for row in page)
+                if len(page) < BULK_PAGE:
+                    return ids
+                before = page[-1].id
+
+    async def bulk_action(self, action: str, *, ids: list[int] | None = None, **where: Any) -> int:
+        """Apply ``action`` to ``ids`` or to every job matching the filter; returns how many."""
+        if action not in BULK_ACTIONS:
+            raise AwaError(f"Unknown bulk action {action!r}; use one of {', '.join(BULK_ACTIONS)}.")
+        targets = ids if ids is not None else await self._matching_ids(ListFilter(**where))
+        apply = getattr(
+            self, f"{action}_job" if action in ("retry", "cancel", "delete") else action
+        )
+        done = 0
+        for job_id in targets:
+            await apply(job_id)
+            done += 1
+        return done
+
+    # -- admin --------------------------------------------------------------------------------
+    async def cancel_job(self, job_id: int) -> JobRow | None:
+        return await self._admin(admin.cancel, job_id)
+
+    async def retry_job(self, job_id: int) -> JobRow | None:
+        return await self._admin(admin.retry, job_id)
+
+    async def delete_job(self, job_id: int) -> None:
+        await self._admin(admin.delete, job_id)
+
+    async def retry_dlq(self, job_id: int) -> JobRow | None:
+        return await self._admin(admin.retry_dlq, job_id)
+
+    async def purge_dlq(self, job_id: int) -> None:
+        await self._admin(admin.purge_dlq, job_id)
+
+    async def _admin(self, action: Any, job_id: int) -> JobRow | None:
+        from storage import reads
+
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            outputs = await self._probe.present(conn)
+            await action(conn, job_id, outputs=outputs)
+            return await reads.get_job(conn, job_id, outputs=outputs)
+
+    async def database_read_only(self) -> bool:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await admin.database_read_only(conn)
+
+    # -- descriptors --------------------------------------------------------------------------
+    def job_kind_descriptor(
+        self,
+        kind_or_type: str | type,
+        *,
+        display_name: str | None = None,
+        description: str | None = None,
+        owner: str | None = None,
+        docs_url: str | None = None,
+        tags: tuple[str, ...] | list[str] = (),
+        extra: dict[str, Any] | None = None,
+        output: dict[str, Any] | None = None,
+    ) -> JobKindDescriptor:
+        """Declare what a kind is; published when the runtime starts and on every sync."""
+        from storage.client import kind_of
+
+        kind = kind_or_type if isinstance(kind_or_type, str) else kind_of(kind_or_type)
+        descriptor = JobKindDescriptor(
+            kind=kind,
+            display_name=display_name,
+            description=description,
+            owner=owner,
+            docs_url=docs_url,
+            tags=list(tags),
+            extra=extra or {},
+            output=output,
+        )
+        self._descriptors[kind] = descriptor
+        return descriptor
+
+    def declared_descriptors(self, tasks: dict[str, Any]) -> list[JobKindDescriptor]:
+        """Descriptors for every registered task; an explicit descriptor output wins."""
+        found = dict(self._descriptors)
+        for kind, spec in tasks.items():
+            base = found.get(kind) or JobKindDescriptor(kind=kind)
+            if base.output is None and spec.output_type is not None:
+                base = base.model_copy(update={"output": output_descriptor(spec.output_type)})
+            found[kind] = base
+        return list(found.values())
+
+    async def sync_descriptors(self) -> None:
+        tasks: dict[str, Any] = getattr(self, "tasks", {})
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            await descriptors.sync(conn, self.declared_descriptors(tasks))
+
+    async def get_descriptor(self, kind: str) -> JobKindDescriptor | None:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return (await descriptors.fetch(conn, kind)).get(kind)
+
+    async def list_kinds(self) -> list[KindSummary]:
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await descriptors.list_kinds(conn)
+
+    # -- maintenance --------------------------------------------------------------------------
+    async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
+        """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
+        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+            return await maintenance.run_pass(
+                conn,
+                settings or MaintenanceSettings(),
+                outputs_supported=await self._probe.present(conn),
+            )
