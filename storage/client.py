@@ -110,6 +110,7 @@ class Client(Operations):
                         f"Schema {schema!r} has no queue storage; run `awa-tui migrate` "
                         f"(migrations up to v{LATEST_VERSION:03d})."
                     )
+                await client._probe.present(conn)
         except BaseException:
             await pool.close()
             raise
@@ -379,6 +380,7 @@ class Client(Operations):
         *,
         concurrency: int = 64,
         claim_size: int = 256,
+        claim_threshold: int | None = None,
         poll_interval: float = 0.05,
         heartbeat_interval: float = 10.0,
         deadline_seconds: float = 1800.0,
@@ -396,6 +398,7 @@ class Client(Operations):
             chosen or ["default"],
             concurrency=concurrency,
             claim_size=claim_size,
+            claim_threshold=claim_threshold,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
             deadline_seconds=deadline_seconds,

@@ -1,0 +1,88 @@
+"""The one place that turns errors into what a person reads (and the CLI's exit codes).
+
+Messages say what happened and what to do next. Output values never appear: storage errors
+name positions and types only, and anything else is reduced to its class and message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from storage import (
+    AwaError,
+    CallbackNotFound,
+    ConfigError,
+    ConnectionFailed,
+    InvalidJobState,
+    JobNotFound,
+    OutputError,
+    ReadOnlyError,
+    SchemaNotMigrated,
+    StaleAttempt,
+)
+
+Severity = Literal["information", "warning", "error"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_CONNECT = 3
+EXIT_SCHEMA = 4
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    title: str
+    text: str
+    severity: Severity = "error"
+
+
+def describe(exc: BaseException) -> UserMessage:
+    """What to tell the person about ``exc``."""
+    match exc:
+        case InvalidJobState():
+            return UserMessage("Not allowed in this state", exc.message, "warning")
+        case JobNotFound():
+            return UserMessage("Job not found", exc.message, "warning")
+        case ReadOnlyError():
+            return UserMessage(
+                "Read-only",
+                "This session is read-only (--read-only or a read-only database), "
+                "so nothing was changed.",
+                "warning",
+            )
+        case StaleAttempt():
+            return UserMessage("Already resolved", exc.message, "warning")
+        case CallbackNotFound():
+            return UserMessage("Callback not found", exc.message, "warning")
+        case OutputError():
+            return UserMessage("Output refused", output_error_text(exc), "error")
+        case SchemaNotMigrated():
+            return UserMessage("Schema not migrated", exc.message)
+        case ConnectionFailed():
+            return UserMessage("Cannot reach the database", exc.message)
+        case ConfigError():
+            return UserMessage("Configuration", exc.message)
+        case AwaError():
+            return UserMessage("Job queue error", exc.message)
+        case OSError():
+            return UserMessage("System error", f"{type(exc).__name__}: {exc}")
+        case _:
+            return UserMessage("Unexpected error", f"{type(exc).__name__}: {exc}")
+
+
+def output_error_text(exc: OutputError) -> str:
+    """``too_large at $: output is 5012 bytes ...``: reason, position and message."""
+    where = f" at {exc.path}" if exc.path else ""
+    return f"{exc.reason}{where}: {exc.message}"
+
+
+def exit_code(exc: BaseException) -> int:
+    """The CLI's documented exit code for a fatal start-up error."""
+    if isinstance(exc, SchemaNotMigrated):
+        return EXIT_SCHEMA
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, ConnectionFailed | OSError):
+        return EXIT_CONNECT
+    return EXIT_CONNECT

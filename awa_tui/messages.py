@@ -1,0 +1,59 @@
+"""Results of database work, posted by workers back to the screens (named in the past tense).
+
+Each carries enough to tell whether it is still current (the query or job id it answers), so a
+late result for a view the person already left is dropped rather than rendered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from textual.message import Message
+
+from storage import JobKindDescriptor, JobRow, KindSummary, StateCounts
+
+from awa_tui.query import JobQuery
+
+
+@dataclass
+class ClientConnected(Message):
+    """The app's client is ready; ``read_only_reason`` is set when writes are impossible."""
+
+    read_only_reason: str | None
+
+
+@dataclass
+class CountsLoaded(Message):
+    counts: StateCounts
+
+
+@dataclass
+class JobsLoaded(Message):
+    """A page of the browser. ``append`` for the next page, ``refreshed`` for a live refresh."""
+
+    query: JobQuery
+    rows: list[JobRow]
+    append: bool
+    refreshed: bool
+    has_more: bool
+
+
+@dataclass
+class JobLoaded(Message):
+    """One job re-read (None when it no longer exists) with its kind's descriptor."""
+
+    job_id: int
+    row: JobRow | None
+    descriptor: JobKindDescriptor | None
+
+
+@dataclass
+class KindsLoaded(Message):
+    kinds: list[KindSummary]
+
+
+@dataclass
+class JobsChanged(Message):
+    """A write finished; screens showing these jobs should reload. Empty ids: many jobs."""
+
+    job_ids: list[int] = field(default_factory=list)

@@ -1,0 +1,149 @@
+"""The browser's table: one row per job, newest first, updated in place on refresh."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
+
+from storage import JobKindDescriptor, JobRow, JobState
+
+from awa_tui.present import (
+    attempt_text,
+    contextual_time,
+    kind_text,
+    one_line,
+    output_marker,
+    state_text,
+)
+
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("mark", " ", 1),
+    ("id", "id", 7),
+    ("kind", "kind", 26),
+    ("state", "state", 10),
+    ("queue", "queue", 10),
+    ("attempt", "att", 5),
+    ("time", "when", 14),
+    ("output", "out", 3),
+    ("error", "last error", None),
+)
+ERROR_WIDTH = 60
+
+Lookup = Callable[[str], JobKindDescriptor | None]
+
+
+def job_cells(row: JobRow, now: datetime, describe: Lookup, marked: bool) -> list[Text | str]:
+    failed = row.state in (JobState.FAILED, JobState.RETRYABLE) or row.dlq is not None
+    error = one_line(row.last_error, ERROR_WIDTH) if failed else ""
+    return [
+        Text("●", style="bold yellow") if marked else Text(" "),
+        Text(str(row.id), justify="right"),
+        kind_text(row.kind, describe(row.kind)),
+        state_text(row, short=True),
+        row.queue,
+        attempt_text(row),
+        contextual_time(row, now),
+        output_marker(row),
+        Text(error, style="red") if error else "",
+    ]
+
+
+class JobTable(DataTable[Text | str]):
+    """Rows keyed by job id. ``show`` replaces the rows and keeps the cursor on the same job."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="table.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="table.up"),
+        Binding("g", "scroll_top", "Top", show=False, id="table.top"),
+        Binding("G", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.jobs: list[JobRow] = []
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    @property
+    def current_job(self) -> JobRow | None:
+        if not self.jobs or not 0 <= self.cursor_row < len(self.jobs):
+            return None
+        return self.jobs[self.cursor_row]
+
+    def show(
+        self,
+        rows: Sequence[JobRow],
+        now: datetime,
+        describe: Lookup,
+        marks: Collection[int],
+        *,
+        append: bool = False,
+    ) -> None:
+        """Render ``rows``; unchanged rows are updated in place and the cursor stays on its job."""
+        if append:
+            for row in rows:
+                if str(row.id) not in self.rows:
+                    self.jobs.append(row)
+                    self.add_row(*job_cells(row, now, describe, row.id in marks), key=str(row.id))
+            return
+        keep = self.current_job
+        old_index = self.cursor_row
+        old_keys = [job.id for job in self.jobs]
+        new_keys = [row.id for row in rows]
+        if old_keys == new_keys:
+            self.jobs = list(rows)
+            for row in rows:
+                self._update_cells(row, job_cells(row, now, describe, row.id in marks))
+            return
+        scroll_y = self.scroll_y
+        self.clear()
+        self.jobs = list(rows)
+        for row in rows:
+            self.add_row(*job_cells(row, now, describe, row.id in marks), key=str(row.id))
+        if not rows:
+            return
+        index = min(old_index, len(rows) - 1)
+        if keep is not None and keep.id in new_keys:
+            index = new_keys.index(keep.id)
+        # Keep the selected job where it was on screen, not just selected.
+        self.scroll_to(y=max(0, scroll_y + index - old_index), animate=False, immediate=True)
+        self.move_cursor(row=index, animate=False, scroll=False)
+
+    def _update_cells(self, row: JobRow, cells: list[Text | str]) -> None:
+        for (column, _label, _width), value in zip(COLUMNS, cells, strict=True):
+            try:
+                if self.get_cell(str(row.id), column) != value:
+                    self.update_cell(str(row.id), column, value)
+            except (CellDoesNotExist, RowDoesNotExist):
+                continue
+
+    def set_marked(self, job_id: int, marked: bool) -> None:
+        mark = Text("●", style="bold yellow") if marked else Text(" ")
+        try:
+            self.update_cell(str(job_id), "mark", mark)
+        except (CellDoesNotExist, RowDoesNotExist):
+            return
+
+    def select_job(self, job_id: int) -> bool:
+        try:
+            index = self.get_row_index(str(job_id))
+        except RowDoesNotExist:
+            return False
+        self.move_cursor(row=index)
+        return True
+
+    def cursor_at_end(self) -> bool:
+        return self.row_count > 0 and self.cursor_row >= self.row_count - 1
+
+    def job_at(self, coordinate: Coordinate) -> JobRow | None:
+        if 0 <= coordinate.row < len(self.jobs):
+            return self.jobs[coordinate.row]
+        return None

@@ -1,0 +1,168 @@
+"""A job's output: exact stored text, its declared type and schema, its size, why it is absent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState
+from storage.output import validate_against_schema
+
+from awa_tui.present import size_text
+from awa_tui.widgets.json_view import json_syntax, pretty_json
+
+LATEST_ONLY_NOTE = (
+    "Only the latest failed attempt that recorded an output keeps it; "
+    "a later one replaces it, and rescues or admin actions record none."
+)
+
+
+@dataclass(frozen=True)
+class OutputFacts:
+    """What the panel says about one output (or its absence)."""
+
+    text: str | None
+    size: int | None
+    type_name: str | None
+    schema_verdict: str  # "fits the schema", "does not fit: ...", "no schema declared", ...
+    fits: bool | None
+    absence: str | None
+
+
+def output_facts(
+    text: str | None, descriptor: JobKindDescriptor | None, absence: str | None = None
+) -> OutputFacts:
+    type_name = descriptor.output_type_name if descriptor is not None else None
+    schema = descriptor.output_schema if descriptor is not None else None
+    if text is None:
+        return OutputFacts(None, None, type_name, "", None, absence)
+    size = len(text.encode())
+    if descriptor is None:
+        verdict, fits = "kind has no descriptor, so no schema to check", None
+    elif schema is None:
+        verdict, fits = "no schema declared", None
+    else:
+        reason = validate_against_schema(text, schema)
+        verdict, fits = ("fits the schema", True) if reason is None else (f"does not fit: {reason}", False)
+    return OutputFacts(text, size, type_name, verdict, fits, None)
+
+
+def why_absent(row: JobRow | None) -> str:
+    """Why a job shows no completed output."""
+    if row is None:
+        return (
+            "The job no longer exists: it was deleted, or pruned with its queue slot, "
+            "and its output with it."
+        )
+    kept = row.kept_output_position()
+    kept_note = (
+        f" Error entry #{kept + 1} kept a failed attempt's output: press e for the error history."
+        if kept is not None
+        else ""
+    )
+    if row.dlq is not None:
+        return "Dead-lettered: failed attempts keep their output in the error history." + kept_note
+    match row.state:
+        case JobState.COMPLETED:
+            return (
+                "Completed without an output: recording one is opt-in (job.set_output), an "
+                "external completion may send none, and a schema without output columns drops "
+                "it. Deleted or pruned jobs lose theirs." + kept_note
+            )
+        case JobState.FAILED | JobState.RETRYABLE | JobState.CANCELLED:
+            return (
+                f"Not completed ({row.state.value}): failed attempts keep their output in the "
+                "error history, not here." + kept_note
+            )
+        case _:
+            return (
+                f"Not completed yet ({row.state.value}): an output appears when an attempt "
+                "completes with one." + kept_note
+            )
+
+
+class OutputPanel(Vertical):
+    """Header line (type, size vs limit, schema fit) and the highlighted text or an explanation."""
+
+    DEFAULT_CSS = """
+    OutputPanel { height: auto; }
+    OutputPanel > .output-head { height: auto; }
+    OutputPanel > .output-body { height: auto; }
+    """
+
+    pretty: reactive[bool] = reactive(False)
+
+    def __init__(self, *, title: str = "Output", id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title = title
+        self.facts: OutputFacts | None = None
+        self.note: str | None = None
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(classes="output-head")
+        yield Static(classes="output-body")
+
+    def show(
+        self,
+        text: str | None,
+        descriptor: JobKindDescriptor | None,
+        *,
+        absence: str | None = None,
+        note: str | None = None,
+    ) -> None:
+        self.facts = output_facts(text, descriptor, absence)
+        self.note = note
+        self._render_facts()
+
+    def watch_pretty(self) -> None:
+        self._render_facts()
+
+    def _render_facts(self) -> None:
+        facts = self.facts
+        if facts is None or not self.is_mounted:
+            return
+        head = self.query_one(".output-head", Static)
+        body = self.query_one(".output-body", Static)
+        head.update(self._head(facts))
+        if facts.text is None:
+            body.update(Text(facts.absence or "No output.", style="italic"))
+            return
+        parts: list[RenderableType] = []
+        if self.pretty:
+            parts.append(json_syntax(pretty_json(_loads(facts.text))))
+            parts.append(Text("(pretty-printed view; p shows the exact stored text)", style="dim"))
+        else:
+            parts.append(json_syntax(facts.text))
+        if self.note:
+            parts.append(Text(self.note, style="dim"))
+        body.update(Group(*parts))
+
+    def _head(self, facts: OutputFacts) -> Text:
+        head = Text()
+        head.append(self.title, style="bold")
+        type_label = facts.type_name or "untyped (no declared output type)"
+        head.append("  type ")
+        head.append(type_label, style="bold cyan" if facts.type_name else "dim")
+        if facts.size is not None:
+            over = facts.size > MAX_OUTPUT_BYTES
+            head.append("  size ")
+            head.append(
+                f"{size_text(facts.size)} of {size_text(MAX_OUTPUT_BYTES)}",
+                style="bold red" if over else "",
+            )
+            head.append("  ")
+            style = {True: "green", False: "bold red", None: "dim"}[facts.fits]
+            mark = {True: "✓ ", False: "✗ ", None: ""}[facts.fits]
+            head.append(mark + facts.schema_verdict, style=style)
+        return head
+
+
+def _loads(text: str) -> object:
+    import orjson
+
+    return orjson.loads(text)

@@ -1,0 +1,72 @@
+"""One line of clickable state tabs, each with its live count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.markup import escape
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from storage import JobState, StateCounts
+
+from awa_tui.query import TAB_LABELS, TABS
+
+
+class StateTabs(Static):
+    """``All 1,204  Available 3  ...``; the active tab is reversed. Click, or ``[``/``]``."""
+
+    DEFAULT_CSS = """
+    StateTabs { height: auto; padding: 0 1; }
+    """
+
+    active: reactive[str] = reactive("all")
+    counts: reactive[StateCounts | None] = reactive(None)
+
+    @dataclass
+    class TabSelected(Message):
+        tab: str
+
+    def __init__(self, active: str = "all", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.set_reactive(StateTabs.active, active)
+
+    def on_mount(self) -> None:
+        self.update(self.tabs_markup())
+
+    def watch_active(self) -> None:
+        self.update(self.tabs_markup())
+
+    def watch_counts(self) -> None:
+        self.update(self.tabs_markup())
+
+    def count_of(self, tab: str) -> int | None:
+        counts = self.counts
+        if counts is None:
+            return None
+        if tab == "all":
+            return counts.total
+        if tab == "dlq":
+            return counts.dlq
+        return counts.by_state.get(JobState(tab), 0)
+
+    def tabs_markup(self) -> str:
+        parts = []
+        for tab in TABS:
+            count = self.count_of(tab)
+            label = escape(f" {TAB_LABELS[tab]}" + ("" if count is None else f" {count:,}") + " ")
+            if tab == self.active:
+                label = f"[reverse bold]{label}[/]"
+            elif tab in ("failed", "dlq") and count:
+                label = f"[$error]{label}[/]"
+            parts.append(f"[@click=select_tab('{tab}')]{label}[/]")
+        return "".join(parts)
+
+    def action_select_tab(self, tab: str) -> None:
+        self.post_message(self.TabSelected(tab))
+
+    def step(self, delta: int) -> str:
+        """The tab ``delta`` places from the active one (wrapping)."""
+        index = TABS.index(self.active)
+        return TABS[(index + delta) % len(TABS)]
