@@ -70,6 +70,12 @@ class TaskSpec:
         return self.args_type.__name__ if self.args_type is not None else "dict"
 
 
+@dataclass(frozen=True)
+class CompletedSpec:
+    build: Callable[[JobRow], Any]
+    options: dict[str, Any]
+
+
 class Client(Operations):
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``."""
 
@@ -82,6 +88,7 @@ class Client(Operations):
         self.events = EventBus()
         self._tasks: dict[str, TaskSpec] = {}
         self._descriptors: dict[str, JobKindDescriptor] = {}
+        self._completed_specs: dict[str, list[CompletedSpec]] = {}
         self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self._runtime: Runtime | None = None
@@ -154,6 +161,30 @@ class Client(Operations):
             return handler
 
         return decorate
+
+    def on_completed(
+        self, kind: str, build: Callable[[JobRow], Any], **insert_options: Any
+    ) -> None:
+        """Enqueue follow-ups when a job of ``kind`` completes, in its completion transaction.
+
+        ``build`` receives the completed row with ``output`` cleared (no spec can derive a
+        follow-up from an output) and returns args, a list of args, or None. Jobs of a kind
+        with specs complete on the general path.
+        """
+        self._completed_specs.setdefault(kind, []).append(CompletedSpec(build, insert_options))
+
+    def completed_follow_ups(self, row: JobRow) -> list[NewJob]:
+        """The follow-ups registered specs build for ``row`` (its output is never passed)."""
+        row = row.model_copy(update={"output_text": None, "has_output": False})
+        jobs: list[NewJob] = []
+        for spec in self._completed_specs.get(row.kind, []):
+            built = spec.build(row)
+            for args in built if isinstance(built, list) else [] if built is None else [built]:
+                jobs.append(self.build_job(args, spec.options))
+        return jobs
+
+    def has_completed_specs(self, kind: str) -> bool:
+        return bool(self._completed_specs.get(kind))
 
     def task_spec(self, kind: str) -> TaskSpec | None:
         return self._tasks.get(kind)

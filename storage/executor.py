@@ -19,7 +19,7 @@ from storage.errors import StaleAttempt, TerminalError
 from storage.events import JobEvent
 from storage.finalize import AttemptRef, CompactCompletion, Outcome
 from storage.job import Job
-from storage.models import JobState
+from storage.models import JobRow, JobState
 from storage.output import OutputSlot
 from storage.payload import dispatch_errors, takes_general_path
 from storage.results import Cancel, RetryAfter, Snooze, WaitForCallback
@@ -194,6 +194,11 @@ async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) 
     if record.output_text is not None and not supported:
         _drop(client, claimed, record.output_text, "schema_missing")
         record.output_text = None
+    if client.has_completed_specs(claimed.kind) and record.poisoned is None:
+        try:
+            record.staged = [*record.staged, *client.completed_follow_ups(_completed_row(claimed))]
+        except Exception as exc:
+            record.poisoned = f"completed spec failed: {_describe(exc)}"
     general = (
         bool(record.staged)
         or record.poisoned is not None
@@ -212,3 +217,25 @@ async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) 
         )
     )
     return Ended(outcome, JobState.COMPLETED if outcome is not Outcome.STALE else None)
+
+
+def _completed_row(claimed: ClaimedJob) -> JobRow:
+    """The row a completion spec sees: as completed, with no output."""
+    payload = claimed.payload or {}
+    return JobRow(
+        id=claimed.job_id,
+        kind=claimed.kind,
+        queue=claimed.queue,
+        state=JobState.COMPLETED,
+        args=claimed.args,
+        priority=claimed.priority,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        run_lease=claimed.run_lease,
+        run_at=claimed.run_at,
+        created_at=claimed.created_at,
+        attempted_at=claimed.claimed_at,
+        tags=list(payload.get("tags") or []),
+        metadata=dict(payload.get("metadata") or {}),
+        errors=dispatch_errors(payload),
+    )

@@ -1,0 +1,307 @@
+"""The composition root: settings, the client's lifecycle, screens, global keys, errors.
+
+``make_app`` is the one factory used by the CLI, the demo and the tests. The client (and its
+asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+import orjson
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from storage import AwaError, Client, JobKindDescriptor, JobRow
+from storage.db import redact_dsn
+
+from awa_tui.actions import ACTIONS, JobAction
+from awa_tui.errors import describe, exit_code
+from awa_tui.messages import ClientConnected, JobsChanged
+from awa_tui.query import TABS, JobQuery
+from awa_tui.settings import AppSettings
+from awa_tui.timefmt import Clock, system_clock
+
+ClientFactory = Callable[[], Awaitable[Client]]
+
+SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
+DATABASE_READ_ONLY = "The database is read-only (a replica, or read-only by default): writes are off."
+
+
+class AwaApp(App[int]):
+    """awa-tui: inspect and repair jobs in Awa-style queue storage."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "awa-tui"
+
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("K", "kinds", "Kinds", id="app.kinds"),
+        Binding("L", "dlq", "DLQ", id="app.dlq"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    read_only_reason: reactive[str | None] = reactive(None)
+    """Why writes are impossible (session or database), or None when they are possible."""
+
+    def __init__(
+        self,
+        settings: AppSettings,
+        *,
+        clock: Clock | None = None,
+        client_factory: ClientFactory | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self._clock = clock or system_clock
+        self._client_factory = client_factory
+        self._client: Client | None = None
+        self._ready = asyncio.Event()
+        self.descriptors: dict[str, JobKindDescriptor] = {}
+        self.fatal_message: str | None = None
+        if settings.read_only:
+            self.set_reactive(AwaApp.read_only_reason, SESSION_READ_ONLY)
+        label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
+        self.title = f"awa-tui · {settings.demo_label}" if settings.demo_label else "awa-tui"
+        self.sub_title = label
+
+    # -- time and the client ------------------------------------------------------------------
+    def now(self) -> datetime:
+        return self._clock()
+
+    @property
+    def writable(self) -> bool:
+        return self.read_only_reason is None
+
+    async def client(self) -> Client:
+        """The connected client; waits while the app is still connecting."""
+        await self._ready.wait()
+        assert self._client is not None
+        return self._client
+
+    def describe_kind(self, kind: str) -> JobKindDescriptor | None:
+        return self.descriptors.get(kind)
+
+    def on_mount(self) -> None:
+        from awa_tui.screens.detail import JobDetailScreen
+        from awa_tui.screens.jobs import JobsScreen
+
+        settings = self.settings
+        query = JobQuery(
+            tab=settings.initial_state if settings.initial_state in TABS else "all",
+            kind=settings.initial_kind,
+        )
+        self.push_screen(JobsScreen(query))
+        if settings.initial_job is not None:
+            self.push_screen(JobDetailScreen(settings.initial_job))
+        self.connect()
+
+    @work(exclusive=True, exit_on_error=False, group="connect")
+    async def connect(self) -> None:
+        settings = self.settings
+        try:
+            if self._client_factory is not None:
+                client = await self._client_factory()
+            else:
+                client = await Client.connect(
+                    settings.dsn, settings.schema, read_only=settings.read_only
+                )
+        except (AwaError, OSError) as exc:
+            self.fatal_message = describe(exc).text
+            self.exit(return_code=exit_code(exc))
+            return
+        self._client = client
+        reason = SESSION_READ_ONLY if settings.read_only else None
+        if reason is None and await client.database_read_only():
+            reason = DATABASE_READ_ONLY
+        self.read_only_reason = reason
+        await self.load_descriptors(client)
+        self._ready.set()
+        for screen in self.screen_stack:
+            screen.post_message(ClientConnected(reason))
+
+    async def load_descriptors(self, client: Client) -> None:
+        kinds = await client.list_kinds()
+        self.descriptors = {k.kind: k.descriptor for k in kinds if k.descriptor is not None}
+
+    async def on_unmount(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    # -- errors -------------------------------------------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every failed worker ends here: one user-facing message, never a traceback."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.show_error(event.worker.error)
+
+    def show_error(self, exc: BaseException) -> None:
+        message = describe(exc)
+        self.notify(message.text, title=message.title, severity=message.severity, timeout=8)
+
+    # -- writes (every caller confirms first) ------------------------------------------------
+    def broadcast_changed(self, job_ids: list[int]) -> None:
+        for screen in self.screen_stack:
+            screen.post_message(JobsChanged(list(job_ids)))
+
+    @work(exclusive=True, exit_on_error=False, group="write")
+    async def run_job_action(self, action: JobAction, job_ids: list[int]) -> None:
+        """One job through its own call, several through ``bulk_action``."""
+        client = await self.client()
+        info = ACTIONS[action]
+        try:
+            if len(job_ids) == 1:
+                (job_id,) = job_ids
+                match action:
+                    case JobAction.RETRY:
+                        await client.retry_job(job_id)
+                    case JobAction.CANCEL:
+                        await client.cancel_job(job_id)
+                    case JobAction.DELETE:
+                        await client.delete_job(job_id)
+                    case JobAction.RETRY_DLQ:
+                        await client.retry_dlq(job_id)
+                    case JobAction.PURGE_DLQ:
+                        await client.purge_dlq(job_id)
+                self.notify(f"Job {job_id} {info.verb}.", title=info.label)
+            else:
+                count = await client.bulk_action(action.value, ids=job_ids)
+                self.notify(
+                    f"{count} of {len(job_ids)} marked jobs {info.verb}.", title=info.label
+                )
+        finally:
+            self.broadcast_changed(job_ids)
+
+    @work(exclusive=True, exit_on_error=False, group="write")
+    async def run_bulk_matching(self, action: JobAction, query: JobQuery) -> None:
+        """Count what the filter matches, confirm with that count, then act on all of it."""
+        from awa_tui.screens.confirm import ConfirmModal
+
+        client = await self.client()
+        info = ACTIONS[action]
+        if query.job_id is not None:
+            ids: list[int] | None = [query.job_id]
+            count = 1 if await client.get_job(query.job_id) is not None else 0
+        else:
+            ids = None
+            count = await client.count_matching(**query.list_kwargs())
+        if count == 0:
+            self.notify(f"No {query.describe()} to act on.", title=info.label, severity="warning")
+            return
+        confirmed = await self.push_screen_wait(
+            ConfirmModal(
+                f"{info.label} {count:,} jobs?",
+                f"{info.label} every one of the {count:,} {query.describe()} "
+                f"(counted just now). Jobs that no longer match when the action runs are skipped.",
+                confirm_label=f"{info.label} {count:,}",
+                danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
+            )
+        )
+        if not confirmed:
+            return
+        try:
+            done = await client.bulk_action(action.value, ids=ids, **query.list_kwargs())
+            self.notify(f"{done:,} {query.describe()} {info.verb}.", title=info.label)
+        finally:
+            self.broadcast_changed([])
+
+    # -- navigation and habits ----------------------------------------------------------------
+    def action_help(self) -> None:
+        from awa_tui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_kinds(self) -> None:
+        from awa_tui.screens.kinds import KindsScreen
+
+        if not isinstance(self.screen, KindsScreen):
+            self.push_screen(KindsScreen())
+
+    def action_dlq(self) -> None:
+        from awa_tui.screens.dlq import DlqScreen
+
+        if not isinstance(self.screen, DlqScreen):
+            self.push_screen(DlqScreen())
+
+    def open_job(self, job_id: int) -> None:
+        from awa_tui.screens.detail import JobDetailScreen
+
+        self.push_screen(JobDetailScreen(job_id))
+
+    def show_jobs(self, query: JobQuery) -> None:
+        """Back to the browser (the bottom screen) showing ``query``."""
+        from awa_tui.screens.jobs import JobsScreen
+
+        while len(self.screen_stack) > 2 and not isinstance(self.screen, JobsScreen):
+            self.pop_screen()
+        if isinstance(self.screen, JobsScreen):
+            self.screen.query_state = query
+
+    def copy_text(self, text: str, what: str) -> None:
+        self.copy_to_clipboard(text)
+        self.notify(f"Copied {what} to the clipboard.", title="Copied")
+
+    def save_job(self, row: JobRow) -> Path:
+        """Write the job as JSON (output decoded, and its exact stored text beside it)."""
+        path = self.settings.save_dir / f"awa-job-{row.id}.json"
+        document = row.model_dump(mode="json")
+        document["output"] = row.output
+        path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        self.notify(f"Saved job {row.id} to {path}.", title="Saved")
+        return path
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette offers every key of the current screen (disabled ones are left out)."""
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not active.enabled or not binding.description or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            yield SystemCommand(
+                binding.description,
+                f"Key: {binding.key_display or binding.key}",
+                partial(self.run_action, binding.action, active.node),
+            )
+
+
+def make_app(
+    dsn: str | None,
+    schema: str = "awa",
+    *,
+    read_only: bool = False,
+    refresh: float = 2.0,
+    initial_job: int | None = None,
+    initial_kind: str | None = None,
+    initial_state: str | None = None,
+    demo_label: str | None = None,
+    clock: Clock | None = None,
+    client_factory: ClientFactory | None = None,
+    dsn_label: str | None = None,
+    save_dir: Path | None = None,
+) -> AwaApp:
+    """The app as the CLI, the demo and the tests build it."""
+    settings = AppSettings(
+        dsn=dsn,
+        schema=schema,
+        read_only=read_only,
+        refresh=refresh,
+        initial_job=initial_job,
+        initial_kind=initial_kind,
+        initial_state=initial_state,
+        demo_label=demo_label,
+        dsn_label=dsn_label,
+        save_dir=save_dir or Path(),
+    )
+    return AwaApp(settings, clock=clock, client_factory=client_factory)

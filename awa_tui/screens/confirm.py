@@ -1,0 +1,97 @@
+"""Confirmations for every write, and a one-line text prompt (a callback's failure message)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """``True`` when the person confirms. Enter or y confirms, esc or n cancels."""
+
+    BINDINGS = [
+        Binding("escape,n", "cancel", "Cancel", id="confirm.cancel"),
+        Binding("y", "confirm", "Confirm", id="confirm.yes"),
+    ]
+
+    def __init__(
+        self, title: str, body: str, *, confirm_label: str = "Confirm", danger: bool = False
+    ) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.body = body
+        self.confirm_label = confirm_label
+        self.danger = danger
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.body, classes="dialog-body", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(
+                    f"{self.confirm_label} (y)",
+                    id="confirm",
+                    variant="error" if self.danger else "primary",
+                )
+                yield Button("Cancel (n)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class PromptModal(ModalScreen[str | None]):
+    """Ask for one line of text; None when cancelled. Empty text is refused."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
+
+    def __init__(self, title: str, body: str, *, placeholder: str = "", value: str = "") -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.body = body
+        self.placeholder = placeholder
+        self.value = value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.body, classes="dialog-body", markup=False)
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+            yield Static("", id="prompt-error", classes="error-text")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("OK (enter)", id="ok", variant="primary")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def _submit(self) -> None:
+        text = self.query_one(Input).value.strip()
+        if not text:
+            self.query_one("#prompt-error", Static).update("Please enter some text.")
+            return
+        self.dismiss(text)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

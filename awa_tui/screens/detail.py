@@ -1,0 +1,262 @@
+"""One job: summary, output (typed, sized, checked), last error, args, metadata, progress."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header, Label, Static
+
+from storage import JobKindDescriptor, JobRow
+
+from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
+from awa_tui.messages import JobLoaded, JobsChanged
+from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.callbacks import CallbackFlows
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.timefmt import relative
+from awa_tui.widgets.job_summary import summary_table
+from awa_tui.widgets.json_view import JsonView
+from awa_tui.widgets.mode_banner import ModeBanner
+from awa_tui.widgets.output_panel import OutputPanel, why_absent
+
+JOB_WRITES = {"retry", "cancel", "delete", "purge"}
+CALLBACK_WRITES = {"complete_callback", "fail_callback", "retry_callback"}
+
+
+class JobDetailScreen(CallbackFlows, AwaScreen):
+    """Everything about one job. ``e`` opens its error history, ``C`` completes its callback."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="detail.back"),
+        Binding("r", "refresh", "Refresh", id="detail.refresh"),
+        Binding("e", "errors", "Errors", id="detail.errors"),
+        Binding("p", "pretty", "Pretty/exact", id="detail.pretty"),
+        Binding("s", "schema", "Schema", id="detail.schema"),
+        Binding("y", "copy", "Copy output", id="detail.copy"),
+        Binding("ctrl+s", "save", "Save JSON", id="detail.save"),
+        Binding("C", "complete_callback", "Complete", id="detail.complete"),
+        Binding("F", "fail_callback", "Fail callback", id="detail.fail_callback"),
+        Binding("T", "retry_callback", "Retry callback", id="detail.retry_callback"),
+        Binding("R", "retry", "Retry", id="detail.retry"),
+        Binding("X", "cancel", "Cancel job", id="detail.cancel"),
+        Binding("D", "delete", "Delete", id="detail.delete"),
+        Binding("P", "purge", "Purge", id="detail.purge"),
+        Binding("j", "scroll_down", "Down", show=False, id="detail.down"),
+        Binding("k", "scroll_up", "Up", show=False, id="detail.up"),
+    ]
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.row: JobRow | None = None
+        self.descriptor: JobKindDescriptor | None = None
+        self.loaded = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield ModeBanner()
+        with VerticalScroll(id="detail"):
+            yield Static(f"Loading job {self.job_id}…", id="summary")
+            yield Static("", id="actions-line")
+            yield OutputPanel(id="output")
+            yield Label("Last error", classes="section-title", id="error-title")
+            yield Static("", id="last-error")
+            yield Label("Args", classes="section-title")
+            yield JsonView(id="args")
+            yield Label("Metadata", classes="section-title")
+            yield JsonView(id="metadata")
+            yield Label("Progress", classes="section-title")
+            yield JsonView(id="progress", empty="(no progress recorded)")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#detail").focus()
+        self.load()
+
+    @work(exclusive=True, exit_on_error=False, group="job")
+    async def load(self) -> None:
+        client = await self.awa.client()
+        row = await client.get_job(self.job_id)
+        descriptor = await client.get_descriptor(row.kind) if row is not None else self.descriptor
+        self.post_message(JobLoaded(self.job_id, row, descriptor))
+
+    def on_job_loaded(self, message: JobLoaded) -> None:
+        if message.job_id != self.job_id:
+            return
+        self.loaded = True
+        self.row = message.row
+        self.descriptor = message.descriptor
+        self.render_job()
+        self.refresh_bindings()
+
+    def on_jobs_changed(self, message: JobsChanged) -> None:
+        if not message.job_ids or self.job_id in message.job_ids:
+            self.load()
+
+    def render_job(self) -> None:
+        row, now = self.row, self.awa.now()
+        summary = self.query_one("#summary", Static)
+        output = self.query_one(OutputPanel)
+        if row is None:
+            summary.update(Text(f"Job {self.job_id} does not exist.", style="bold"))
+            output.show(None, None, absence=why_absent(None))
+            self.query_one("#actions-line", Static).update("")
+            return
+        summary.update(summary_table(row, self.descriptor, now))
+        self.query_one("#actions-line", Static).update(self.actions_text(row))
+        kept = row.kept_output_position()
+        note = None
+        if kept is not None:
+            note = f"A failed attempt's output is also kept in error entry #{kept + 1} (e)."
+        output.show(row.output_text, self.descriptor, absence=why_absent(row), note=note)
+        self._render_error(row)
+        self.query_one("#args", JsonView).show_value(row.args)
+        self.query_one("#metadata", JsonView).show_value(row.metadata)
+        self.query_one("#progress", JsonView).show_value(row.progress)
+
+    def _render_error(self, row: JobRow) -> None:
+        box = self.query_one("#last-error", Static)
+        if not row.errors:
+            box.update(Text("No errors recorded.", style="dim"))
+            return
+        entry = row.errors[-1]
+        head = Text(f"#{len(row.errors)} attempt {entry.get('attempt', '?')}", style="bold")
+        from awa_tui.timefmt import parse_timestamp
+
+        head.append(f"  {relative(parse_timestamp(entry.get('at')), self.awa.now())}")
+        if entry.get("terminal"):
+            head.append("  terminal", style="bold red")
+        head.append(f"  ({len(row.errors)} in history: e)", style="dim")
+        body = Text(str(entry.get("error", "")), style="red")
+        box.update(Text.assemble(head, "\n", body))
+
+    def actions_text(self, row: JobRow) -> Text:
+        """Each write with its key, or why it does not apply (the footer only dims it)."""
+        text = Text()
+        if not self.awa.writable:
+            return Text(self.awa.read_only_reason or "", style="dim")
+        entries: list[tuple[str, str, str | None]] = [
+            ("C", "complete/F fail/T retry callback", callback_why_not(row)),
+            ("R", "retry", why_not(self._action_for("retry"), row)),
+            ("X", "cancel", why_not(JobAction.CANCEL, row)),
+            ("D", "delete", why_not(JobAction.DELETE, row)),
+        ]
+        if row.dlq is not None:
+            entries.append(("P", "purge from DLQ", why_not(JobAction.PURGE_DLQ, row)))
+        available = [f"{key} {label}" for key, label, reason in entries if reason is None]
+        text.append("Actions: ", style="bold")
+        text.append(" · ".join(available) if available else "none apply to this state")
+        return text
+
+    # -- bindings -----------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in JOB_WRITES | CALLBACK_WRITES and not self.awa.writable:
+            return False
+        if action == "purge" and (self.row is None or self.row.dlq is None):
+            return False
+        return None if self.binding_reason(action) else True
+
+    def binding_reason(self, action: str) -> str | None:
+        row = self.row
+        if action in JOB_WRITES | CALLBACK_WRITES and not self.awa.writable:
+            return self.awa.read_only_reason
+        if action in ("back", "refresh"):
+            return None
+        if row is None:
+            return "The job is not loaded." if not self.loaded else f"Job {self.job_id} is gone."
+        match action:
+            case "errors":
+                return None if row.errors else "No errors recorded."
+            case "pretty":
+                return None if row.output_text is not None else "No output to reformat."
+            case "schema":
+                if self.descriptor is None or self.descriptor.output_schema is None:
+                    return f"Kind {row.kind} declares no output schema."
+                return None
+            case "retry" | "cancel" | "delete" | "purge":
+                return why_not(self._action_for(action), row)
+            case "complete_callback" | "fail_callback" | "retry_callback":
+                return callback_why_not(row)
+        return None
+
+    def _action_for(self, name: str) -> JobAction:
+        dlq = self.row is not None and self.row.dlq is not None
+        return {
+            "retry": JobAction.RETRY_DLQ if dlq else JobAction.RETRY,
+            "cancel": JobAction.CANCEL,
+            "delete": JobAction.PURGE_DLQ if dlq else JobAction.DELETE,
+            "purge": JobAction.PURGE_DLQ,
+        }[name]
+
+    # -- actions ------------------------------------------------------------------------------
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_refresh(self) -> None:
+        self.load()
+
+    def action_errors(self) -> None:
+        from awa_tui.screens.error_history import ErrorHistoryScreen
+
+        if self.row is not None:
+            self.app.push_screen(ErrorHistoryScreen(self.row, self.descriptor))
+
+    def action_pretty(self) -> None:
+        panel = self.query_one(OutputPanel)
+        panel.pretty = not panel.pretty
+
+    def action_schema(self) -> None:
+        from awa_tui.screens.schema import SchemaScreen
+
+        if self.row is not None and self.descriptor is not None:
+            self.app.push_screen(SchemaScreen(self.row.kind, self.descriptor))
+
+    def action_copy(self) -> None:
+        row = self.row
+        if row is None:
+            return
+        if row.output_text is not None:
+            self.awa.copy_text(row.output_text, f"job {row.id}'s output")
+        else:
+            self.awa.copy_text(str(row.id), f"job id {row.id} (it has no output)")
+
+    def action_save(self) -> None:
+        if self.row is not None:
+            self.awa.save_job(self.row)
+
+    def action_retry(self) -> None:
+        self._confirm(self._action_for("retry"))
+
+    def action_cancel(self) -> None:
+        self._confirm(JobAction.CANCEL)
+
+    def action_delete(self) -> None:
+        self._confirm(self._action_for("delete"))
+
+    def action_purge(self) -> None:
+        self._confirm(JobAction.PURGE_DLQ)
+
+    def _confirm(self, action: JobAction) -> None:
+        row = self.row
+        if row is None:
+            return
+        info = ACTIONS[action]
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed:
+                self.awa.run_job_action(action, [row.id])
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"{info.label} job {row.id}?",
+                f"{info.label} job {row.id} ({row.kind}, {row.state.value}, "
+                f"attempt {row.attempt} of {row.max_attempts})?",
+                confirm_label=info.label,
+                danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
+            ),
+            done,
+        )

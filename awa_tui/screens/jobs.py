@@ -1,0 +1,377 @@
+"""The job browser: state tabs with counts, a filter, newest-first keyset pages, live refresh."""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from storage import JobRow, JobState
+
+from awa_tui.actions import ACTIONS, JobAction, why_not
+from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
+from awa_tui.query import FilterSyntaxError, JobQuery
+from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.pickers import BulkActionModal
+from awa_tui.widgets.filter_bar import FilterBar
+from awa_tui.widgets.job_table import JobTable
+from awa_tui.widgets.mode_banner import ModeBanner
+from awa_tui.widgets.state_tabs import StateTabs
+
+PAGE_SIZE = 50
+MAX_REFRESH_ROWS = 1000
+INTERVALS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+WRITE_ACTIONS = {"retry", "cancel", "delete", "bulk_matching"}
+
+
+class JobsScreen(AwaScreen):
+    """Which jobs failed, which are stuck, what just happened. Enter opens a job."""
+
+    BINDINGS = [
+        Binding("enter", "open_job", "Open", id="jobs.open"),
+        Binding("slash", "focus_filter", "Filter", id="jobs.filter"),
+        Binding("left_square_bracket", "tab(-1)", "Prev tab", key_display="[", id="jobs.prev"),
+        Binding("right_square_bracket", "tab(1)", "Next tab", key_display="]", id="jobs.next"),
+        Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
+        Binding("n", "next_page", "More", id="jobs.more"),
+        Binding("r", "refresh", "Refresh", id="jobs.refresh"),
+        Binding("p", "toggle_pause", "Pause", id="jobs.pause"),
+        Binding("plus", "interval(-1)", "Faster", show=False, key_display="+", id="jobs.faster"),
+        Binding("minus", "interval(1)", "Slower", show=False, key_display="-", id="jobs.slower"),
+        Binding("R", "retry", "Retry", id="jobs.retry"),
+        Binding("X", "cancel", "Cancel job", id="jobs.cancel"),
+        Binding("D", "delete", "Delete", id="jobs.delete"),
+        Binding("A", "bulk_matching", "All matching…", id="jobs.bulk"),
+        Binding("y", "copy", "Copy id", id="jobs.copy"),
+        Binding("ctrl+s", "save", "Save JSON", show=False, id="jobs.save"),
+        Binding("escape", "clear", "Clear", show=False, id="jobs.clear"),
+    ]
+
+    query_state: reactive[JobQuery] = reactive(JobQuery, init=False)
+    paused: reactive[bool] = reactive(False)
+    interval: reactive[float] = reactive(2.0)
+
+    def __init__(self, query: JobQuery | None = None) -> None:
+        super().__init__()
+        self.set_reactive(JobsScreen.query_state, query or JobQuery())
+        self.marks: set[int] = set()
+        self.has_more = False
+        self.loading = False
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield ModeBanner()
+        yield StateTabs(self.query_state.tab, id="tabs")
+        yield FilterBar(self.query_state.filter_text, id="filter")
+        yield JobTable(id="jobs")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        refresh = self.awa.settings.refresh
+        self.set_reactive(JobsScreen.paused, refresh <= 0)
+        self.set_reactive(JobsScreen.interval, refresh if refresh > 0 else 2.0)
+        self._restart_timer()
+        self.table.focus()
+        self.reload()
+
+    @property
+    def table(self) -> JobTable:
+        return self.query_one(JobTable)
+
+    # -- loading ------------------------------------------------------------------------------
+    def reload(self, *, refreshed: bool = False) -> None:
+        self.load_counts()
+        self.load_jobs(self.query_state, append=False, refreshed=refreshed)
+
+    def watch_query_state(self, old: JobQuery, new: JobQuery) -> None:
+        self.query_one(StateTabs).active = new.tab
+        bar = self.query_one(FilterBar)
+        if bar.value != new.filter_text and not bar.has_focus:
+            bar.value = new.filter_text
+        if (old.kind, old.queue, old.job_id, old.search, old.tab) != (
+            new.kind, new.queue, new.job_id, new.search, new.tab
+        ):
+            self.marks.clear()
+            self.table.jobs = []
+            self.table.clear()
+        self.load_jobs(new, append=False, refreshed=False)
+
+    @work(exclusive=True, exit_on_error=False, group="counts")
+    async def load_counts(self) -> None:
+        client = await self.awa.client()
+        self.post_message(CountsLoaded(await client.counts()))
+
+    @work(exclusive=True, exit_on_error=False, group="jobs")
+    async def load_jobs(self, query: JobQuery, *, append: bool, refreshed: bool) -> None:
+        client = await self.awa.client()
+        self.loading = True
+        try:
+            if query.job_id is not None:
+                row = await client.get_job(query.job_id)
+                rows = [row] if row is not None and _matches(row, query) else []
+                self.post_message(JobsLoaded(query, rows, append, refreshed, has_more=False))
+                return
+            loaded = self.table.jobs if query == self.query_state else []
+            if append and loaded:
+                before = loaded[-1].id
+                rows = await client.list_jobs(**query.list_kwargs(), before_id=before, limit=PAGE_SIZE)
+                self.post_message(JobsLoaded(query, rows, True, False, len(rows) == PAGE_SIZE))
+                return
+            limit = PAGE_SIZE
+            if refreshed and loaded:
+                limit = min(len(loaded) + PAGE_SIZE, MAX_REFRESH_ROWS)
+            rows = await client.list_jobs(**query.list_kwargs(), limit=limit)
+            has_more = len(rows) == limit
+            if refreshed and len(loaded) > PAGE_SIZE:
+                oldest = loaded[-1].id
+                has_more = has_more or self.has_more
+                rows = [row for row in rows if row.id >= oldest]
+            self.post_message(JobsLoaded(query, rows, False, refreshed, has_more))
+        finally:
+            self.loading = False
+
+    def on_counts_loaded(self, message: CountsLoaded) -> None:
+        self.query_one(StateTabs).counts = message.counts
+
+    def on_jobs_loaded(self, message: JobsLoaded) -> None:
+        if message.query != self.query_state:
+            return  # the person moved on; a late page for an old view is dropped
+        table = self.table
+        table.show(
+            message.rows, self.awa.now(), self.awa.describe_kind, self.marks, append=message.append
+        )
+        self.has_more = message.has_more
+        if not message.append:
+            self.marks &= {job.id for job in table.jobs}
+        self.update_status()
+        self.refresh_bindings()
+
+    def on_client_connected(self, message: ClientConnected) -> None:
+        super().on_client_connected(message)
+        self.table.refresh()
+
+    def on_jobs_changed(self, message: JobsChanged) -> None:
+        self.marks.difference_update(message.job_ids)
+        self.reload(refreshed=True)
+
+    # -- live refresh -------------------------------------------------------------------------
+    def _restart_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(self.interval, self._tick, pause=self.paused)
+
+    def _tick(self) -> None:
+        if self.is_current and not self.loading:
+            self.reload(refreshed=True)
+
+    def watch_paused(self, paused: bool) -> None:
+        if self._timer is not None:
+            if paused:
+                self._timer.pause()
+            else:
+                self._timer.resume()
+        self.update_status()
+
+    def watch_interval(self) -> None:
+        if self.is_mounted:
+            self._restart_timer()
+            self.update_status()
+
+    def update_status(self) -> None:
+        if not self.is_mounted:
+            return
+        table = self.table
+        parts = [f"{len(table.jobs):,} {self.query_state.describe()} shown, newest first"]
+        if self.has_more:
+            parts.append("more below (n)")
+        if self.marks:
+            parts.append(f"{len(self.marks)} marked")
+        live = "live refresh paused (p)" if self.paused else f"live refresh every {self.interval:g}s (p pauses, +/-)"
+        parts.append(live)
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    # -- events -------------------------------------------------------------------------------
+    @on(StateTabs.TabSelected)
+    def _tab_selected(self, event: StateTabs.TabSelected) -> None:
+        self.query_state = self.query_state.with_tab(event.tab)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        try:
+            self.query_state = self.query_state.with_filter(event.value)
+        except FilterSyntaxError as exc:
+            self.notify(str(exc), title="Filter", severity="warning")
+            return
+        self.table.focus()
+
+    @on(DataTable.RowSelected, "#jobs")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_job()
+
+    @on(DataTable.RowHighlighted, "#jobs")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.refresh_bindings()
+        if self.has_more and self.table.cursor_at_end() and not self.loading:
+            self.action_next_page()
+
+    # -- actions ------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in WRITE_ACTIONS and not self.awa.writable:
+            return False
+        return None if self.binding_reason(action) else True
+
+    def binding_reason(self, action: str) -> str | None:
+        job = self.table.current_job if self.is_mounted else None
+        if action in ("open_job", "copy", "save", "toggle_mark") and job is None:
+            return "No job is selected."
+        if action == "next_page" and not self.has_more:
+            return "This is the last page."
+        if action in ("retry", "cancel", "delete"):
+            if not self.awa.writable:
+                return self.awa.read_only_reason
+            if self.marks:
+                return None
+            if job is None:
+                return "No job is selected."
+            return why_not(self._job_action(action, job), job)
+        return None
+
+    def _job_action(self, action: str, job: JobRow | None) -> JobAction:
+        dlq = job.dlq is not None if job is not None else self.query_state.dlq
+        if action == "retry":
+            return JobAction.RETRY_DLQ if dlq else JobAction.RETRY
+        if action == "delete":
+            return JobAction.PURGE_DLQ if dlq else JobAction.DELETE
+        return JobAction.CANCEL
+
+    def action_open_job(self) -> None:
+        job = self.table.current_job
+        if job is not None:
+            self.awa.open_job(job.id)
+
+    def action_focus_filter(self) -> None:
+        self.query_one(FilterBar).focus()
+
+    def action_tab(self, delta: int) -> None:
+        self.query_state = self.query_state.with_tab(self.query_one(StateTabs).step(delta))
+
+    def action_toggle_mark(self) -> None:
+        job = self.table.current_job
+        if job is None:
+            return
+        marked = job.id not in self.marks
+        (self.marks.add if marked else self.marks.discard)(job.id)
+        self.table.set_marked(job.id, marked)
+        self.table.action_cursor_down()
+        self.update_status()
+        self.refresh_bindings()
+
+    def action_next_page(self) -> None:
+        if self.has_more:
+            self.load_jobs(self.query_state, append=True, refreshed=False)
+
+    def action_refresh(self) -> None:
+        self.reload(refreshed=True)
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+
+    def action_interval(self, step: int) -> None:
+        current = min(range(len(INTERVALS)), key=lambda i: abs(INTERVALS[i] - self.interval))
+        self.interval = INTERVALS[max(0, min(len(INTERVALS) - 1, current + step))]
+
+    def action_clear(self) -> None:
+        if self.query_one(FilterBar).has_focus:
+            self.table.focus()
+        elif self.marks:
+            for job_id in list(self.marks):
+                self.table.set_marked(job_id, False)
+            self.marks.clear()
+            self.update_status()
+            self.refresh_bindings()
+        elif self.query_state.filter_text:
+            self.query_state = self.query_state.with_filter("")
+
+    def action_copy(self) -> None:
+        job = self.table.current_job
+        if job is not None:
+            self.awa.copy_text(str(job.id), f"job id {job.id}")
+
+    def action_save(self) -> None:
+        job = self.table.current_job
+        if job is not None:
+            self.save_current(job.id)
+
+    @work(exclusive=True, exit_on_error=False, group="save")
+    async def save_current(self, job_id: int) -> None:
+        client = await self.awa.client()
+        row = await client.get_job(job_id)  # list rows carry no output; save the full row
+        if row is None:
+            self.notify(f"Job {job_id} no longer exists.", severity="warning")
+            return
+        self.awa.save_job(row)
+
+    def action_retry(self) -> None:
+        self._confirm_write("retry")
+
+    def action_cancel(self) -> None:
+        self._confirm_write("cancel")
+
+    def action_delete(self) -> None:
+        self._confirm_write("delete")
+
+    def _confirm_write(self, name: str) -> None:
+        job = self.table.current_job
+        if self.marks:
+            ids = sorted(self.marks, reverse=True)
+            action = self._job_action(name, None)
+            subject = f"the {len(ids)} marked jobs"
+        elif job is not None:
+            ids = [job.id]
+            action = self._job_action(name, job)
+            subject = f"job {job.id} ({job.kind}, {job.state.value})"
+        else:
+            return
+        info = ACTIONS[action]
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed:
+                self.awa.run_job_action(action, ids)
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"{info.label}?",
+                f"{info.label} {subject}? Jobs that are not {info.allowed} are refused.",
+                confirm_label=info.label,
+                danger=action is not JobAction.RETRY and action is not JobAction.RETRY_DLQ,
+            ),
+            done,
+        )
+
+    def action_bulk_matching(self) -> None:
+        query = self.query_state
+
+        def chosen(action: JobAction | None) -> None:
+            if action is not None:
+                self.awa.run_bulk_matching(action, query)
+
+        self.app.push_screen(BulkActionModal(query), chosen)
+
+
+def _matches(row: JobRow, query: JobQuery) -> bool:
+    if query.kind and row.kind != query.kind:
+        return False
+    if query.queue and row.queue != query.queue:
+        return False
+    if query.tab == "dlq":
+        return row.dlq is not None
+    if query.tab == "all":
+        return True
+    return row.dlq is None and row.state is JobState(query.tab)

@@ -1,0 +1,22 @@
+"""Everything the console is started with (built by the CLI or a test, never from env in widgets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    dsn: str | None
+    schema: str = "awa"
+    read_only: bool = False
+    refresh: float = 2.0
+    """Seconds between live refreshes of the browser; 0 starts with live refresh paused."""
+    initial_job: int | None = None
+    initial_kind: str | None = None
+    initial_state: str | None = None
+    demo_label: str | None = None
+    dsn_label: str | None = None
+    """Shown instead of the redacted DSN (tests pin it; the demo names its server)."""
+    save_dir: Path = Path()

@@ -1,0 +1,85 @@
+"""Live checks for the external-completion form: JSON, the output rules, the declared schema.
+
+The same rules as the engine: the text is parsed as JSON (orjson), then ``encode_output``
+(size, NUL characters, ...) and the kind's published schema. Messages name reasons and JSON
+positions, never the value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from storage import MAX_OUTPUT_BYTES, OutputError, encode_output
+from storage.output import validate_against_schema
+
+from awa_tui.errors import output_error_text
+from awa_tui.present import size_text
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """The verdict on the output editor's text."""
+
+    ok: bool
+    value: Any  # the parsed value; None means "complete without an output"
+    stored_text: str | None  # what would be stored (compact JSON)
+    size: int | None
+    reason: str | None  # "not_json", an OutputError reason, or "schema"
+    path: str | None
+    message: str
+
+
+def check_output(
+    source: str, schema: dict[str, Any] | None, type_name: str | None = None
+) -> OutputCheck:
+    if not source.strip():
+        return OutputCheck(True, None, None, None, None, None, "No output: the job completes without one.")
+    try:
+        value = orjson.loads(source)
+    except orjson.JSONDecodeError as exc:
+        return OutputCheck(
+            False, None, None, None, "not_json", None,
+            f"not_json: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+        )
+    try:
+        text = encode_output(value, expected_type=None)
+    except OutputError as exc:
+        return OutputCheck(False, value, None, exc.size_bytes, exc.reason, exc.path, output_error_text(exc))
+    if text is None:
+        return OutputCheck(True, None, None, None, None, None, "JSON null: the job completes without an output.")
+    size = len(text.encode())
+    limit = f"{size_text(size)} of {size_text(MAX_OUTPUT_BYTES)}"
+    if schema is not None:
+        reason = validate_against_schema(text, schema)
+        if reason is not None:
+            path = reason.split(":", 1)[0]
+            label = type_name or "declared"
+            return OutputCheck(
+                False, value, text, size, "schema", path,
+                f"schema at {path}: does not fit the {label} schema:{reason.split(':', 1)[1]} ({limit})",
+            )
+        return OutputCheck(True, value, text, size, None, None, f"{limit} · fits the {type_name or 'declared'} schema")
+    return OutputCheck(True, value, text, size, None, None, f"{limit} · no schema declared for this kind")
+
+
+@dataclass(frozen=True)
+class PayloadCheck:
+    ok: bool
+    value: Any
+    message: str
+
+
+def check_payload(source: str) -> PayloadCheck:
+    """The optional payload handed to ``complete_external`` (never stored)."""
+    if not source.strip():
+        return PayloadCheck(True, None, "No payload.")
+    try:
+        value = orjson.loads(source)
+    except orjson.JSONDecodeError as exc:
+        return PayloadCheck(
+            False, None, f"Payload is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        )
+    return PayloadCheck(True, value, "Payload is valid JSON (it is passed on, never stored).")

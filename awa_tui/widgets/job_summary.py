@@ -1,0 +1,56 @@
+"""The detail screen's summary grid: state, attempts, times, lease, queue, tags, callback, DLQ."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from storage import JobKindDescriptor, JobRow
+
+from awa_tui.present import state_text
+from awa_tui.timefmt import both
+
+
+def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: datetime) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    kind = Text(row.kind, style="bold")
+    if descriptor is not None and descriptor.display_name:
+        kind.append(f"  {descriptor.display_name}", style="dim")
+    pairs: list[tuple[str, RenderableType]] = [
+        ("Job", Text(str(row.id), style="bold")),
+        ("Kind", kind),
+        ("State", state_text(row)),
+        ("Queue", row.queue),
+        ("Attempt", f"{row.attempt} of {row.max_attempts}"),
+        ("Priority", str(row.priority)),
+        ("Run lease", str(row.run_lease)),
+        ("Storage", row.storage_path or "-"),
+        ("Created", both(row.created_at, now)),
+        ("Run at", both(row.run_at, now)),
+        ("Attempted", both(row.attempted_at, now)),
+        ("Finalized", both(row.finalized_at, now)),
+        ("Tags", ", ".join(row.tags) if row.tags else Text("none", style="dim")),
+        ("Unique key", row.unique_key or Text("none", style="dim")),
+    ]
+    if row.callback is not None:
+        pairs += [
+            ("Callback id", Text(row.callback.callback_id, style="bold magenta")),
+            ("Callback", f"{row.callback.state}, times out {both(row.callback.timeout_at, now)}"),
+        ]
+    if row.dlq is not None:
+        pairs += [
+            ("DLQ reason", Text(row.dlq.reason, style="red")),
+            ("Dead-lettered", both(row.dlq.dlq_at, now)),
+        ]
+    for index in range(0, len(pairs), 2):
+        left = pairs[index]
+        right = pairs[index + 1] if index + 1 < len(pairs) else ("", "")
+        grid.add_row(left[0], left[1], right[0], right[1])
+    return grid

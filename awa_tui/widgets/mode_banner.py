@@ -1,0 +1,25 @@
+"""The top banner: demo label and read-only mode, so nobody mistakes where they are."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+
+class ModeBanner(Static):
+    """Hidden unless the console is a demo or read-only."""
+
+    DEFAULT_CSS = """
+    ModeBanner { height: auto; display: none; padding: 0 1; }
+    ModeBanner.-shown { display: block; }
+    """
+
+    def show_modes(self, demo_label: str | None, read_only_reason: str | None) -> None:
+        parts = []
+        if demo_label:
+            parts.append(f"[b]DEMO[/b] {demo_label}")
+        if read_only_reason:
+            parts.append(f"[b]READ-ONLY[/b] {read_only_reason}")
+        self.update("  ·  ".join(parts))
+        self.set_class(bool(parts), "-shown")
+        self.set_class(bool(read_only_reason), "-read-only")
+        self.set_class(bool(demo_label) and not read_only_reason, "-demo")
