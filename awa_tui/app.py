@@ -290,6 +290,7 @@ def make_app(
     client_factory: ClientFactory | None = None,
     dsn_label: str | None = None,
     save_dir: Path | None = None,
+    editor: str | None = None,
 ) -> AwaApp:
     """The app as the CLI, the demo and the tests build it."""
     settings = AppSettings(
@@ -303,5 +304,6 @@ def make_app(
         demo_label=demo_label,
         dsn_label=dsn_label,
         save_dir=save_dir or Path(),
+        editor=editor,
     )
     return AwaApp(settings, clock=clock, client_factory=client_factory)

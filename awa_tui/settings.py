@@ -20,3 +20,5 @@ class AppSettings:
     dsn_label: str | None = None
     """Shown instead of the redacted DSN (tests pin it; the demo names its server)."""
     save_dir: Path = Path()
+    editor: str | None = None
+    """The command for ctrl+e in the completion form ($VISUAL or $EDITOR, read by the CLI)."""

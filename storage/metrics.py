@@ -18,8 +18,12 @@ WARN_INTERVAL_SECONDS = 60.0
 class OutputMetrics:
     """``awa.job.output_recorded``, ``awa.job.output_size`` and ``awa.job.output_dropped``."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        meter = metrics.get_meter("awa")
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("awa")
         self._recorded = meter.create_counter(
             "awa.job.output_recorded", description="Outputs published with their attempt"
         )

@@ -1,0 +1,271 @@
+"""The external-completion form: callback id, output editor with live checks, payload, result."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Input, Label, Static, TextArea
+
+from storage import (
+    AwaError,
+    CallbackNotFound,
+    JobKindDescriptor,
+    JobRow,
+    JobState,
+    OutputError,
+    StaleAttempt,
+)
+
+from awa_tui.errors import describe
+from awa_tui.present import state_text
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.validation import OutputCheck, check_output, check_payload
+from awa_tui.widgets.json_view import json_syntax
+
+if TYPE_CHECKING:
+    from awa_tui.app import AwaApp
+
+Outcome = Literal["completed", "stale", "not_found", "error"]
+
+
+@dataclass
+class CallbackAnswered(Message):
+    """The completion ran: completed, stale (someone else first), not found, or an error."""
+
+    outcome: Outcome
+    row: JobRow | None
+    message: str
+
+
+class CompleteCallbackModal(ModalScreen[JobRow | None]):
+    """Returns the refreshed row after a completion (None if nothing was completed)."""
+
+    BINDINGS = [
+        Binding("ctrl+s", "submit", "Complete", id="complete.submit", priority=True),
+        Binding("ctrl+e", "edit_external", "$EDITOR", id="complete.editor"),
+        Binding("escape", "close", "Close", id="complete.close"),
+    ]
+
+    def __init__(self, row: JobRow, descriptor: JobKindDescriptor | None) -> None:
+        super().__init__(classes="dialog-screen")
+        self.row = row
+        self.descriptor = descriptor
+        self.check: OutputCheck = check_output("", None)
+        self.result: JobRow | None = None
+        self.completed = False
+
+    @property
+    def awa(self) -> AwaApp:
+        return cast("AwaApp", self.app)
+
+    @property
+    def schema(self) -> dict[str, object] | None:
+        return self.descriptor.output_schema if self.descriptor is not None else None
+
+    @property
+    def type_name(self) -> str | None:
+        return self.descriptor.output_type_name if self.descriptor is not None else None
+
+    def compose(self) -> ComposeResult:
+        row = self.row
+        callback_id = row.callback.callback_id if row.callback is not None else ""
+        declared = self.type_name or "no declared output type"
+        with VerticalScroll(classes="dialog wide", id="complete-form"):
+            yield Label(f"Complete job {row.id} through its callback", classes="dialog-title")
+            yield Static(
+                Text.assemble(
+                    (f"{row.kind}", "bold"), f" · queue {row.queue} · ", state_text(row),
+                    f" · attempt {row.attempt} of {row.max_attempts} · run lease {row.run_lease}",
+                ),
+                id="complete-job",
+            )
+            yield Label("Callback id", classes="field-label")
+            yield Input(callback_id, id="callback-id")
+            yield Label(
+                f"Output (JSON, stored as the job's output) · {declared}"
+                + (" · schema below" if self.schema else ""),
+                classes="field-label",
+            )
+            yield TextArea("", id="output-editor", soft_wrap=True, show_line_numbers=True)
+            yield Static("", id="output-check")
+            yield Label("Payload (optional JSON, handed to complete_external, never stored)", classes="field-label")
+            yield TextArea("", id="payload-editor", soft_wrap=True)
+            yield Static("", id="payload-check")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Complete… (ctrl+s)", id="submit", variant="success")
+                yield Button("Edit in $EDITOR (ctrl+e)", id="editor")
+                yield Button("Close (esc)", id="close")
+            yield Static("", id="result")
+            if self.schema is not None:
+                yield Label(f"Declared schema ({declared})", classes="field-label")
+                yield Static(json_syntax(_pretty(self.schema)), id="schema-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#output-editor", TextArea).focus()
+        self.revalidate()
+
+    # -- live validation ----------------------------------------------------------------------
+    @on(TextArea.Changed)
+    def _changed(self, event: TextArea.Changed) -> None:
+        self.revalidate()
+
+    def revalidate(self) -> None:
+        source = self.query_one("#output-editor", TextArea).text
+        self.check = check_output(source, self.schema, self.type_name)
+        mark, style = ("✓ ", "green") if self.check.ok else ("✗ ", "bold red")
+        self.query_one("#output-check", Static).update(Text(mark + self.check.message, style=style))
+        payload = check_payload(self.query_one("#payload-editor", TextArea).text)
+        self.query_one("#payload-check", Static).update(
+            Text(payload.message, style="dim" if payload.ok else "bold red")
+        )
+        self.query_one("#submit", Button).disabled = self.completed or not (self.check.ok and payload.ok)
+
+    # -- submit -------------------------------------------------------------------------------
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        match event.button.id:
+            case "submit":
+                self.action_submit()
+            case "editor":
+                self.action_edit_external()
+            case _:
+                self.action_close()
+
+    def action_submit(self) -> None:
+        if self.completed:
+            return
+        check = self.check
+        payload = check_payload(self.query_one("#payload-editor", TextArea).text)
+        if not check.ok or not payload.ok:
+            self.notify("Fix the output or payload first.", title="Not completed", severity="warning")
+            return
+        callback_id = self.query_one("#callback-id", Input).value.strip()
+        if not callback_id:
+            self.notify("A callback id is needed.", title="Not completed", severity="warning")
+            return
+        what = "without an output" if check.stored_text is None else f"with a {check.size:,}-byte output"
+        body = f"Complete job {self.row.id} via callback {callback_id} {what}?"
+        if payload.value is not None:
+            body += " The payload is passed on and not stored."
+
+        def confirmed(ok: bool | None) -> None:
+            if ok:
+                self.complete(callback_id, check.value, payload.value)
+
+        self.app.push_screen(
+            ConfirmModal(f"Complete job {self.row.id}?", body, confirm_label="Complete"), confirmed
+        )
+
+    @work(exclusive=True, exit_on_error=False, group="complete")
+    async def complete(self, callback_id: str, output: object, payload: object) -> None:
+        client = await self.awa.client()
+        job_id = self.row.id
+        try:
+            row = await client.complete_external(
+                callback_id, payload, output=output, run_lease=self.row.run_lease
+            )
+        except StaleAttempt as exc:
+            fresh = await client.get_job(job_id)
+            self.post_message(CallbackAnswered("stale", fresh, exc.message))
+        except CallbackNotFound as exc:
+            fresh = await client.get_job(job_id)
+            still_waiting = (
+                fresh is not None
+                and fresh.state is JobState.WAITING_EXTERNAL
+                and fresh.callback is not None
+                and fresh.callback.callback_id == callback_id
+            )
+            outcome: Outcome = "stale" if fresh is not None and not still_waiting else "not_found"
+            self.post_message(CallbackAnswered(outcome, fresh, exc.message))
+        except OutputError as exc:
+            self.post_message(CallbackAnswered("error", None, describe(exc).text))
+        except AwaError as exc:
+            self.post_message(CallbackAnswered("error", None, describe(exc).text))
+        else:
+            self.post_message(CallbackAnswered("completed", row, ""))
+        finally:
+            self.awa.broadcast_changed([job_id])
+
+    def on_callback_answered(self, message: CallbackAnswered) -> None:
+        self.query_one("#result", Static).update(self.result_renderable(message))
+        if message.outcome == "completed":
+            self.completed = True
+            self.result = message.row
+            self.query_one("#submit", Button).disabled = True
+            self.query_one("#output-editor", TextArea).read_only = True
+            self.query_one("#close", Button).focus()
+        self.query_one("#result", Static).scroll_visible()
+
+    def result_renderable(self, message: CallbackAnswered) -> RenderableType:
+        row = message.row
+        parts: list[RenderableType] = []
+        match message.outcome:
+            case "completed":
+                assert row is not None
+                parts.append(Text(f"✓ Completed: job {row.id} is {row.state.value}.", style="bold green"))
+            case "stale":
+                now = f"job {row.id} is now {row.state.value}" if row is not None else "the job is gone"
+                parts.append(
+                    Text(
+                        f"⚠ Stale: the callback was resolved by someone else first ({now}). "
+                        "Nothing was written by this completion.",
+                        style="bold yellow",
+                    )
+                )
+                parts.append(Text(message.message, style="dim"))
+            case "not_found":
+                parts.append(Text(f"✗ Not found: {message.message}", style="bold red"))
+            case "error":
+                parts.append(Text(f"✗ Not completed: {message.message}", style="bold red"))
+        if row is not None:
+            parts.append(
+                Text.assemble(
+                    "Row now: ", state_text(row),
+                    f" · attempt {row.attempt} of {row.max_attempts} · run lease {row.run_lease}",
+                )
+            )
+            if row.output_text is not None:
+                parts.append(Text(f"Stored output ({len(row.output_text.encode()):,} B):", style="bold"))
+                parts.append(json_syntax(row.output_text))
+        return Group(*parts)
+
+    # -- $EDITOR ------------------------------------------------------------------------------
+    def action_edit_external(self) -> None:
+        editor_cmd = self.awa.settings.editor
+        if not editor_cmd:
+            self.notify("Set $VISUAL or $EDITOR to edit in an external editor.", severity="warning")
+            return
+        area = self.query_one("#output-editor", TextArea)
+        with tempfile.TemporaryDirectory(prefix="awa-output-") as folder:
+            path = Path(folder) / f"job-{self.row.id}-output.json"
+            path.write_text(area.text, encoding="utf-8")
+            try:
+                with self.app.suspend():
+                    subprocess.run([*shlex.split(editor_cmd), str(path)], check=False)
+            except SuspendNotSupported:
+                self.notify("This terminal cannot hand over to an editor.", severity="warning")
+                return
+            area.load_text(path.read_text(encoding="utf-8"))
+        self.revalidate()
+
+    def action_close(self) -> None:
+        self.dismiss(self.result)
+
+
+def _pretty(value: object) -> str:
+    from awa_tui.widgets.json_view import pretty_json
+
+    return pretty_json(value)

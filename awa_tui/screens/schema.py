@@ -1,0 +1,52 @@
+"""A kind's declared output type and JSON Schema, full screen."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header, Static
+
+from storage import JobKindDescriptor
+
+from awa_tui.screens.base import AwaScreen
+from awa_tui.widgets.json_view import JsonView, pretty_json
+from awa_tui.widgets.mode_banner import ModeBanner
+
+
+class SchemaScreen(AwaScreen):
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="schema.back"),
+        Binding("y", "copy", "Copy schema", id="schema.copy"),
+    ]
+
+    def __init__(self, kind: str, descriptor: JobKindDescriptor) -> None:
+        super().__init__()
+        self.kind = kind
+        self.descriptor = descriptor
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield ModeBanner()
+        type_name = self.descriptor.output_type_name or "no declared output type"
+        yield Static(
+            Text.assemble((f"Output schema of {self.kind}", "bold"), f" · type {type_name}"),
+            id="schema-head",
+        )
+        with VerticalScroll(id="schema-body"):
+            yield JsonView(id="schema-json", empty="(this kind publishes no schema)")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(JsonView).show_value(self.descriptor.output_schema)
+        self.query_one("#schema-body").focus()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_copy(self) -> None:
+        schema = self.descriptor.output_schema
+        if schema is not None:
+            self.awa.copy_text(pretty_json(schema), f"the {self.kind} schema")

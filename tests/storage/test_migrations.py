@@ -1,0 +1,181 @@
+"""Migration v002 (the ADR's v052): rollout, re-runs, and a runtime ahead of its migration."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+from pydantic import BaseModel
+
+from storage import Client, Job, JobState
+from storage.db import connect_once
+from storage.migrate import applied_versions, migrate
+from storage.testing import work_one
+
+
+class Work(BaseModel):
+    n: int = 0
+
+
+def _with_database(dsn: str, database: str) -> str:
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.fixture
+async def v001_dsn(pg_dsn: str) -> AsyncIterator[str]:
+    """A database migrated only to v001, as a deployment is before the output migration."""
+    name = f"awa_v001_{os.getpid()}"
+    async with connect_once(pg_dsn) as admin:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        await admin.execute(f"CREATE DATABASE {name}")
+    dsn = _with_database(pg_dsn, name)
+    await migrate(dsn, target=1)
+    yield dsn
+    async with connect_once(pg_dsn) as admin:
+        await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+async def test_migrate_is_idempotent_and_records_versions(migrated_dsn: str) -> None:
+    assert await migrate(migrated_dsn) == []
+    async with connect_once(migrated_dsn) as conn:
+        assert await applied_versions(conn) == {1, 2}
+
+
+async def test_fresh_install_has_the_output_columns(conn: asyncpg.Connection) -> None:
+    columns = await conn.fetch(
+        "SELECT attrelid::regclass::text AS rel, attname FROM pg_attribute"
+        " WHERE attname IN ('output', 'outputs') AND attrelid IN"
+        " ('receipt_completion_batches'::regclass, 'done_entries'::regclass,"
+        "  'terminal_jobs'::regclass)"
+    )
+    assert {(c["rel"].split(".")[-1], c["attname"]) for c in columns} == {
+        ("receipt_completion_batches", "outputs"),
+        ("done_entries", "output"),
+        ("terminal_jobs", "output"),
+    }
+    last = await conn.fetchval(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'terminal_jobs'::regclass"
+        " AND attnum > 0 ORDER BY attnum DESC LIMIT 1"
+    )
+    assert last == "output"
+
+
+async def test_rerunning_the_tail_takes_no_lock_on_the_tables(
+    conn: asyncpg.Connection, schema: str
+) -> None:
+    async with conn.transaction():
+        await conn.execute("SELECT awa.add_job_output_v002($1)", schema)
+        locked = await conn.fetch(
+            "SELECT relation::regclass::text AS rel, mode FROM pg_locks"
+            " WHERE pid = pg_backend_pid() AND locktype = 'relation'"
+            "   AND relation::regclass::text LIKE $1 || '.%'",
+            schema,
+        )
+    assert locked == []
+
+
+async def test_the_tail_sets_lock_timeout_only_while_it_runs(v001_dsn: str) -> None:
+    async with connect_once(v001_dsn) as conn, conn.transaction():
+        await conn.execute("SELECT awa.install_queue_storage('late')")
+        assert await conn.fetchval("SHOW lock_timeout") == "0"
+
+
+async def test_v002_migrates_existing_schemas_and_keeps_their_jobs(v001_dsn: str) -> None:
+    async with connect_once(v001_dsn) as conn:
+        await conn.execute("SELECT awa.install_queue_storage('older')")
+    async with await Client.connect(v001_dsn, "older") as client:
+        client.task(Work)(_never_runs)
+        job = await client.insert(Work(), tags=["x"])
+    assert await migrate(v001_dsn) == [2]
+    async with await Client.connect(v001_dsn, "older") as client:
+        @client.task(Work)
+        async def handle(j: Job[Work]) -> None:
+            j.set_output({"after": "migration"})
+
+        run = await work_one(client)
+        assert run is not None and run.row is not None and run.row.id == job.id
+        assert run.row.output == {"after": "migration"}
+    async with connect_once(v001_dsn) as conn:
+        constraint = await conn.fetchval(
+            "SELECT convalidated FROM pg_constraint"
+            " WHERE conname = 'receipt_completion_batches_outputs_aligned'"
+            "   AND conrelid = 'older.receipt_completion_batches'::regclass"
+        )
+        assert constraint is False  # NOT VALID: old rows are not scanned
+
+
+async def test_runtime_ahead_of_its_migration_drops_completion_outputs_and_keeps_failed_ones(
+    v001_dsn: str,
+) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    async with connect_once(v001_dsn) as conn:
+        await conn.execute("SELECT awa.install_queue_storage('ahead')")
+    reader = InMemoryMetricReader()
+    async with await Client.connect(v001_dsn, "ahead") as client:
+        from storage.metrics import OutputMetrics
+
+        client.metrics = OutputMetrics(meter_provider=MeterProvider(metric_readers=[reader]))
+
+        @client.task(Work)
+        async def handle(j: Job[Work]) -> None:
+            j.set_output({"n": j.args.n})
+            if j.args.n == 3:
+                raise RuntimeError("fails with output")
+
+        plain = await client.insert(Work(n=1))
+        tagged = await client.insert(Work(n=2), tags=["general"])
+        failing = await client.insert(Work(n=3))
+        for _ in range(3):
+            await work_one(client)
+        for job in (plain, tagged):
+            row = await client.get_job(job.id)
+            assert row is not None and row.state is JobState.COMPLETED and row.output is None
+        row = await client.get_job(failing.id)
+        assert row is not None and row.errors[-1]["output"] == {"n": 3}
+        listed = await client.list_jobs(state=JobState.COMPLETED)
+        assert {r.id for r in listed} == {plain.id, tagged.id}
+    dropped = _points(reader, "awa.job.output_dropped")
+    assert dropped == {("work", "schema_missing"): 2}
+
+
+async def _never_runs(job: Job[Work]) -> None:
+    raise AssertionError("only inserted before the migration")
+
+
+def _points(reader: object, name: str) -> dict[tuple[str, str], int]:
+    data = reader.get_metrics_data()  # type: ignore[attr-defined]
+    found: dict[tuple[str, str], int] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    for point in metric.data.data_points:
+                        attrs = point.attributes
+                        key = (attrs["awa.job.kind"], attrs["awa.output.reason"])
+                        found[key] = point.value
+    return found
+
+
+async def test_a_negative_probe_is_rechecked_after_thirty_seconds(v001_dsn: str) -> None:
+    from storage.schema_probe import OutputColumnsProbe
+
+    async with connect_once(v001_dsn) as conn:
+        await conn.execute("SELECT awa.install_queue_storage('probed')")
+        await conn.execute("SET search_path TO probed")
+        now = [100.0]
+        probe = OutputColumnsProbe(clock=lambda: now[0])
+        assert await probe.present(conn) is False
+        await migrate(v001_dsn)
+        now[0] += 29
+        assert await probe.present(conn) is False  # negative answer cached for 30 s
+        now[0] += 1
+        assert await probe.present(conn) is True
+        await conn.execute("ALTER TABLE probed.done_entries RENAME COLUMN output TO gone")
+        now[0] += 1000
+        assert await probe.present(conn) is True  # a positive answer is cached for good
