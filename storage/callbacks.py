@@ -8,6 +8,7 @@ one more lease-guarded completion: it stores its own validated output, never the
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -16,7 +17,8 @@ import asyncpg
 from storage import finalize, transitions
 from storage.errors import CallbackNotFound, OutputError, StaleAttempt
 from storage.finalize import AttemptRef, Outcome
-from storage.output import declared_output_type, encode_output
+from storage.codec import JsonDecodeMismatch, decode_value
+from storage.output import encode_output
 
 REGISTER = """
 INSERT INTO attempt_state AS s (job_id, run_lease, claim_id, callback_id, callback_timeout_at,
@@ -123,12 +125,24 @@ async def _locked_attempt(
     )
 
 
-def validate_external_output(opts: ExternalCompletion, kind: str | None = None) -> str | None:
-    """The same validation as ``set_output``, before anything is written."""
-    expected = opts.expected_type
-    if expected is None and kind is not None:
-        expected = declared_output_type(kind)
-    return encode_output(opts.output, expected_type=expected)
+def validate_external_output(opts: ExternalCompletion, declared: type | None) -> str | None:
+    """The same validation as ``set_output``, before anything is written.
+
+    External callers speak JSON, so for a kind with a declared type a plain JSON value is
+    accepted when it decodes as that type; an instance of another class is refused.
+    """
+    expected = opts.expected_type or declared
+    value = opts.output
+    if expected is not None and value is not None and not isinstance(value, expected):
+        if isinstance(value, dict | list | str | int | float | bool):
+            try:
+                decode_value(value, expected)
+            except JsonDecodeMismatch as exc:
+                raise OutputError(
+                    "wrong_type", f"output does not fit {expected.__name__}: {exc.detail}"
+                ) from None
+            expected = None
+    return encode_output(value, expected_type=expected)
 
 
 async def complete_external(
@@ -137,12 +151,12 @@ async def complete_external(
     opts: ExternalCompletion,
     *,
     outputs_supported: bool,
+    declared: Callable[[str], type | None],
 ) -> tuple[int, str | None, bool]:
     """Complete the callback's job with ``opts.output``.
 
     Returns (job id, stored output text, whether an output was dropped for lack of columns).
     """
-    text = validate_external_output(opts)
     async with conn.transaction():
         attempt = await _locked_attempt(conn, callback_id, opts.run_lease)
         if opts.expected_kind is not None and attempt.kind != opts.expected_kind:
@@ -151,7 +165,7 @@ async def complete_external(
                 f"Job {attempt.ref.job_id} is of kind {attempt.kind!r}, not "
                 f"{opts.expected_kind!r}; nothing was completed.",
             )
-        text = validate_external_output(opts, attempt.kind) if opts.expected_type is None else text
+        text = validate_external_output(opts, declared(attempt.kind))
         dropped = text is not None and not outputs_supported
         stored = None if dropped else text
         ended = await transitions.complete_general(

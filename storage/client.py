@@ -34,7 +34,7 @@ from storage.metrics import OutputMetrics
 from storage.migrate import LATEST_VERSION
 from storage.models import JobKindDescriptor, JobRow, JobState
 from storage.operations import Operations
-from storage.output import register_output_type
+from storage.output import declared_output_type, register_output_type
 from storage.payload import build_payload
 from storage.results import CallbackToken
 from storage.runtime import Runtime
@@ -156,8 +156,7 @@ class Client(Operations):
 
         def decorate(handler: F) -> F:
             self._tasks[resolved_kind] = TaskSpec(resolved_kind, handler, args_type, output, queue)
-            if output is not None:
-                register_output_type(resolved_kind, output)
+            register_output_type(resolved_kind, output)
             return handler
 
         return decorate
@@ -185,6 +184,10 @@ class Client(Operations):
 
     def has_completed_specs(self, kind: str) -> bool:
         return bool(self._completed_specs.get(kind))
+
+    def _declared_output(self, kind: str) -> type | None:
+        spec = self._tasks.get(kind)
+        return spec.output_type if spec is not None else declared_output_type(kind)
 
     def task_spec(self, kind: str) -> TaskSpec | None:
         return self._tasks.get(kind)
@@ -339,11 +342,11 @@ class Client(Operations):
         )
 
     async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
-        callbacks.validate_external_output(opts)  # fail before touching the database
+        callbacks.validate_external_output(opts, None)  # fail before touching the database
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             supported = await self._probe.present(conn)
             job_id, stored, dropped = await callbacks.complete_external(
-                conn, callback_id, opts, outputs_supported=supported
+                conn, callback_id, opts, outputs_supported=supported, declared=self._declared_output
             )
             row = await reads.get_job(conn, job_id, outputs=supported)
         if dropped:

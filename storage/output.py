@@ -137,9 +137,12 @@ class OutputSlot:
 _DECLARED_OUTPUTS: dict[str, type[Any]] = {}
 
 
-def register_output_type(kind: str, output_type: type[Any]) -> None:
-    """Declare that handlers of ``kind`` record ``output_type`` outputs."""
-    _DECLARED_OUTPUTS[kind] = output_type
+def register_output_type(kind: str, output_type: type[Any] | None) -> None:
+    """Declare that handlers of ``kind`` record ``output_type`` outputs (None: no type)."""
+    if output_type is None:
+        _DECLARED_OUTPUTS.pop(kind, None)
+    else:
+        _DECLARED_OUTPUTS[kind] = output_type
 
 
 def declared_output_type(kind: str) -> type[Any] | None:

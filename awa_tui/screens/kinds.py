@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -168,9 +170,7 @@ def _stale(summary: KindSummary) -> Text:
     return Text("stale", style="bold yellow") if summary.stale else Text("current", style="green")
 
 
-def descriptor_renderable(summary: KindSummary, now: object) -> RenderableType:
-    from datetime import datetime
-
+def descriptor_renderable(summary: KindSummary, now: datetime) -> RenderableType:
     d = summary.descriptor
     if d is None:
         return Text(
@@ -188,9 +188,7 @@ def descriptor_renderable(summary: KindSummary, now: object) -> RenderableType:
     grid.add_row("Docs", d.docs_url or "-")
     grid.add_row("Tags", ", ".join(d.tags) or "-")
     grid.add_row("Output type", d.output_type_name or "none declared")
-    when = now if isinstance(now, datetime) else None
-    if when is not None:
-        grid.add_row("Last seen", both(d.last_seen_at, when))
+    grid.add_row("Last seen", both(d.last_seen_at, now))
     if summary.stale:
         grid.add_row("Stale", Text("no running runtime has re-published this descriptor recently", style="yellow"))
     parts: list[RenderableType] = [grid]

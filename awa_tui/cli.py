@@ -1,0 +1,132 @@
+"""``awa-tui``: the on-call console for Awa-style queue storage.
+
+Usage::
+
+    awa-tui --dsn postgresql://user@host/db [--schema awa] [--read-only] [--refresh 2]
+            [--job ID] [--kind KIND] [--state STATE]
+    awa-tui migrate --dsn postgresql://user@host/db
+    awa-tui --demo
+
+The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq
+environment (``PGHOST``, ``PGUSER``, ... and ``~/.pgpass``). Passwords are never printed.
+
+Exit codes:
+
+    0  ok (the console was closed, or the migration ran)
+    2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
+    3  cannot connect (server unreachable, login refused, database missing, connection lost)
+    4  the schema is not migrated (run ``awa-tui migrate``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from storage import AwaError, Client, ConfigError, migrate
+from storage.db import check_schema_name, redact_dsn
+
+from awa_tui.errors import EXIT_OK, EXIT_USAGE, describe, exit_code
+from awa_tui.query import TABS
+
+REFRESH_DEFAULT = 2.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="awa-tui",
+        description="Inspect and repair jobs in Awa-style Postgres queue storage.",
+        epilog="Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated.",
+    )
+    parser.add_argument("--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)")
+    parser.add_argument("--schema", default="awa", help="queue-storage schema (default: awa)")
+    parser.add_argument("--read-only", action="store_true", help="open a read-only database session")
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=REFRESH_DEFAULT,
+        metavar="SECONDS",
+        help="live refresh interval of the job browser; 0 starts paused (default: 2)",
+    )
+    parser.add_argument("--job", type=int, metavar="ID", help="open this job's detail at start")
+    parser.add_argument("--kind", metavar="KIND", help="start with the browser filtered to KIND")
+    parser.add_argument("--state", choices=TABS, metavar="STATE", help=f"start on a state tab: {', '.join(TABS)}")
+    parser.add_argument("--demo", action="store_true", help="embedded PostgreSQL with a live demo workload")
+    parser.add_argument("command", nargs="?", choices=["migrate"], help="migrate: apply migrations and exit")
+    return parser
+
+
+def resolve_dsn(explicit: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """``--dsn``, then AWA_DSN, then DATABASE_URL; None leaves it to libpq's environment."""
+    env = os.environ if environ is None else environ
+    for candidate in (explicit, env.get("AWA_DSN"), env.get("DATABASE_URL")):
+        if candidate:
+            return candidate
+    return None
+
+
+def fail(message: str, code: int) -> int:
+    print(f"awa-tui: {message}", file=sys.stderr)
+    return code
+
+
+async def preflight(dsn: str | None, schema: str, read_only: bool) -> None:
+    """Connect once before the terminal switches screens, so errors print as one clean line."""
+    client = await Client.connect(dsn, schema, read_only=read_only, max_connections=1)
+    await client.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.refresh < 0:
+        return fail("--refresh must be 0 (paused) or a number of seconds.", EXIT_USAGE)
+    try:
+        check_schema_name(args.schema)
+    except ConfigError as exc:
+        return fail(exc.message, EXIT_USAGE)
+    if args.demo:
+        if args.command is not None:
+            return fail("--demo cannot be combined with migrate.", EXIT_USAGE)
+        from awa_tui.demo import run_demo
+
+        return run_demo(args)
+    dsn = resolve_dsn(args.dsn)
+    if args.command == "migrate":
+        try:
+            applied = asyncio.run(migrate(dsn))
+        except (AwaError, OSError) as exc:
+            return fail(describe(exc).text, exit_code(exc))
+        done = ", ".join(f"v{v:03d}" for v in applied) or "nothing (already up to date)"
+        print(f"awa-tui: migrated {redact_dsn(dsn)}: applied {done}.")
+        return EXIT_OK
+    try:
+        asyncio.run(preflight(dsn, args.schema, args.read_only))
+    except (AwaError, OSError) as exc:
+        return fail(describe(exc).text, exit_code(exc))
+    return run_console(args, dsn)
+
+
+def run_console(args: argparse.Namespace, dsn: str | None) -> int:
+    from awa_tui.app import make_app
+
+    app = make_app(
+        dsn,
+        args.schema,
+        read_only=args.read_only,
+        refresh=args.refresh,
+        initial_job=args.job,
+        initial_kind=args.kind,
+        initial_state=args.state,
+        editor=os.environ.get("VISUAL") or os.environ.get("EDITOR"),
+    )
+    app.run()
+    if app.fatal_message is not None:
+        return fail(app.fatal_message, app.return_code or 3)
+    return app.return_code or EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

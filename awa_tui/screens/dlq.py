@@ -1,0 +1,236 @@
+"""The dead-letter queue: entries with reason and time, detail, retry, purge, bulk."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Static
+
+from storage import JobRow
+
+from awa_tui.actions import ACTIONS, JobAction
+from awa_tui.messages import JobsChanged, JobsLoaded
+from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line
+from awa_tui.query import JobQuery
+from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.timefmt import both, relative
+from awa_tui.widgets.mode_banner import ModeBanner
+
+PAGE_SIZE = 50
+DLQ_QUERY = JobQuery(tab="dlq")
+WRITES = {"retry", "purge", "bulk_retry", "bulk_purge"}
+
+
+class DlqScreen(AwaScreen):
+    """Dead-lettered jobs, newest first. Enter opens one; R retries, P purges (confirmed)."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="dlq.back"),
+        Binding("enter", "open_job", "Open", id="dlq.open"),
+        Binding("space", "toggle_mark", "Mark", id="dlq.mark"),
+        Binding("R", "retry", "Retry", id="dlq.retry"),
+        Binding("P", "purge", "Purge", id="dlq.purge"),
+        Binding("ctrl+r", "bulk_retry", "Retry all", id="dlq.retry_all"),
+        Binding("ctrl+x", "bulk_purge", "Purge all", id="dlq.purge_all"),
+        Binding("n", "next_page", "More", id="dlq.more"),
+        Binding("r", "refresh", "Refresh", id="dlq.refresh"),
+        Binding("y", "copy", "Copy id", id="dlq.copy"),
+        Binding("j", "down", "Down", show=False, id="dlq.down"),
+        Binding("k", "up", "Up", show=False, id="dlq.up"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[JobRow] = []
+        self.marks: set[int] = set()
+        self.has_more = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield ModeBanner()
+        yield Static(Text("Dead-letter queue", style="bold"), id="dlq-head")
+        yield DataTable(id="dlq-table", cursor_type="row")
+        with VerticalScroll(id="dlq-detail"):
+            yield Static("", id="dlq-entry")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(DataTable)
+        for key, label, width in (
+            ("mark", " ", 1), ("id", "id", 7), ("kind", "kind", 24), ("queue", "queue", 10),
+            ("when", "dead-lettered", 13), ("attempt", "att", 5), ("out", "out", 3),
+            ("reason", "reason", None),
+        ):
+            table.add_column(label, key=key, width=width)
+        table.focus()
+        self.load(append=False)
+
+    @work(exclusive=True, exit_on_error=False, group="dlq")
+    async def load(self, *, append: bool) -> None:
+        client = await self.awa.client()
+        before = self.rows[-1].id if append and self.rows else None
+        limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
+        rows = await client.list_jobs(dlq=True, before_id=before, limit=limit)
+        self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
+
+    def on_jobs_loaded(self, message: JobsLoaded) -> None:
+        table = self.query_one(DataTable)
+        keep = self.current
+        self.rows = self.rows + message.rows if message.append else list(message.rows)
+        self.has_more = message.has_more
+        self.marks &= {row.id for row in self.rows}
+        table.clear()
+        now = self.awa.now()
+        for row in self.rows:
+            dlq_at = row.dlq.dlq_at if row.dlq is not None else None
+            reason = row.dlq.reason if row.dlq is not None else ""
+            table.add_row(
+                Text("●", style="bold yellow") if row.id in self.marks else " ",
+                Text(str(row.id), justify="right"),
+                kind_text(row.kind, self.awa.describe_kind(row.kind)),
+                row.queue,
+                relative(dlq_at, now),
+                f"{row.attempt}/{row.max_attempts}",
+                Text(KEPT_OUTPUT_MARK, style="yellow") if row.kept_output_position() is not None else "",
+                Text(one_line(reason, 70), style="red"),
+                key=str(row.id),
+            )
+        ids = [row.id for row in self.rows]
+        if keep is not None and keep.id in ids:
+            table.move_cursor(row=ids.index(keep.id), animate=False)
+        more = " · more below (n)" if self.has_more else ""
+        self.query_one("#dlq-head", Static).update(
+            Text.assemble(("Dead-letter queue", "bold"), f" · {len(self.rows):,} shown, newest first{more}")
+        )
+        self.show_current()
+        self.refresh_bindings()
+
+    def on_jobs_changed(self, message: JobsChanged) -> None:
+        self.load(append=False)
+
+    @property
+    def current(self) -> JobRow | None:
+        row = self.query_one(DataTable).cursor_row
+        return self.rows[row] if 0 <= row < len(self.rows) else None
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_current()
+        self.refresh_bindings()
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_job()
+
+    def show_current(self) -> None:
+        row = self.current
+        box = self.query_one("#dlq-entry", Static)
+        if row is None or row.dlq is None:
+            box.update(Text("The dead-letter queue is empty." if not self.rows else "", style="dim"))
+            return
+        now = self.awa.now()
+        lines = [
+            Text.assemble(("Job ", "bold"), (str(row.id), "bold"), f" · {row.kind} · queue {row.queue}"),
+            Text.assemble(("Reason: ", "bold"), (row.dlq.reason, "red")),
+            Text.assemble(("Dead-lettered: ", "bold"), both(row.dlq.dlq_at, now)),
+            Text.assemble(("Attempts: ", "bold"), f"{row.attempt} of {row.max_attempts}, {len(row.errors)} error entries"),
+        ]
+        if row.last_error:
+            lines.append(Text.assemble(("Last error: ", "bold"), (row.last_error, "red")))
+        kept = row.kept_output_position()
+        if kept is not None:
+            lines.append(Text(f"{KEPT_OUTPUT_MARK} Error entry #{kept + 1} kept a failed attempt's output (enter, then e).", style="yellow"))
+        box.update(Group(*lines))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in WRITES and not self.awa.writable:
+            return False
+        return None if self.binding_reason(action) else True
+
+    def binding_reason(self, action: str) -> str | None:
+        if action in WRITES and not self.awa.writable:
+            return self.awa.read_only_reason
+        if action in ("open_job", "retry", "purge", "copy", "toggle_mark") and self.current is None and not (action in ("retry", "purge") and self.marks):
+            return "The dead-letter queue is empty." if not self.rows else "No entry is selected."
+        if action in ("bulk_retry", "bulk_purge") and not self.rows:
+            return "The dead-letter queue is empty."
+        if action == "next_page" and not self.has_more:
+            return "This is the last page."
+        return None
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def action_open_job(self) -> None:
+        if self.current is not None:
+            self.awa.open_job(self.current.id)
+
+    def action_toggle_mark(self) -> None:
+        row = self.current
+        if row is None:
+            return
+        (self.marks.discard if row.id in self.marks else self.marks.add)(row.id)
+        self.query_one(DataTable).update_cell(str(row.id), "mark", Text("●", style="bold yellow") if row.id in self.marks else " ")
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_next_page(self) -> None:
+        self.load(append=True)
+
+    def action_refresh(self) -> None:
+        self.load(append=False)
+
+    def action_copy(self) -> None:
+        if self.current is not None:
+            self.awa.copy_text(str(self.current.id), f"job id {self.current.id}")
+
+    def action_retry(self) -> None:
+        self._confirm(JobAction.RETRY_DLQ)
+
+    def action_purge(self) -> None:
+        self._confirm(JobAction.PURGE_DLQ)
+
+    def action_bulk_retry(self) -> None:
+        self.awa.run_bulk_matching(JobAction.RETRY_DLQ, DLQ_QUERY)
+
+    def action_bulk_purge(self) -> None:
+        self.awa.run_bulk_matching(JobAction.PURGE_DLQ, DLQ_QUERY)
+
+    def _confirm(self, action: JobAction) -> None:
+        info = ACTIONS[action]
+        if self.marks:
+            ids = sorted(self.marks, reverse=True)
+            subject = f"the {len(ids)} marked dead-lettered jobs"
+        elif self.current is not None:
+            ids = [self.current.id]
+            subject = f"dead-lettered job {self.current.id} ({self.current.kind})"
+        else:
+            return
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed:
+                self.marks.difference_update(ids)
+                self.awa.run_job_action(action, ids)
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"{info.label}?",
+                f"{info.label} {subject}?"
+                + (" Purging deletes them for good." if action is JobAction.PURGE_DLQ else
+                   " They go back to their queue with attempt 0; their error history is kept."),
+                confirm_label=info.label,
+                danger=action is JobAction.PURGE_DLQ,
+            ),
+            done,
+        )

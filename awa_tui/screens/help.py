@@ -1,0 +1,70 @@
+"""``?``: the keys of the screen underneath, with why a dimmed one does not apply."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Label, Static
+
+from awa_tui.screens.base import AwaScreen
+
+TITLES = {
+    "JobsScreen": "Job browser",
+    "JobDetailScreen": "Job detail",
+    "ErrorHistoryScreen": "Error history",
+    "KindsScreen": "Kinds",
+    "DlqScreen": "Dead-letter queue",
+    "SchemaScreen": "Output schema",
+}
+
+NOTES = (
+    "Mouse: click a tab, a row (click again to open), or a button.  "
+    "ctrl+p opens the command palette with every action.  "
+    "Writes always ask for confirmation and are hidden in read-only mode."
+)
+
+
+def keys_table(screen: Screen[object]) -> Table:
+    table = Table(box=None, padding=(0, 2), show_header=True, header_style="bold")
+    table.add_column("key", no_wrap=True)
+    table.add_column("action")
+    table.add_column("")
+    seen: set[tuple[str, str]] = set()
+    for key, active in screen.active_bindings.items():
+        binding = active.binding
+        if not binding.description:
+            continue
+        label = binding.key_display or screen.app.get_key_display(binding)
+        if (label, binding.description) in seen:
+            continue
+        seen.add((label, binding.description))
+        reason = None
+        if not active.enabled and isinstance(screen, AwaScreen):
+            reason = screen.binding_reason(binding.action.split("(")[0])
+        status = Text(reason or "", style="dim") if not active.enabled else Text("")
+        style = "" if active.enabled else "dim"
+        table.add_row(Text(label or key, style="bold " + style), Text(binding.description, style=style), status)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
+
+    def __init__(self, screen: Screen[object]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = TITLES.get(type(screen).__name__, type(screen).__name__)
+        self.keys = keys_table(screen)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog wide"):
+            yield Label(f"Keys: {self.title_text}", classes="dialog-title")
+            yield Static(self.keys, id="help-keys")
+            yield Static(Text(NOTES, style="dim"), id="help-notes")
+            yield Static(Text("j/k or arrows move · esc goes back · ? closes this", style="dim"))
+
+    def action_close(self) -> None:
+        self.dismiss()
