@@ -87,7 +87,9 @@ def callback_why_not(row: JobRow) -> str | None:
     if row.state is JobState.WAITING_EXTERNAL and row.callback is not None:
         return None
     if row.state is JobState.RUNNING and row.callback is not None:
-        return f"Job {row.id} is running (its callback {row.callback.callback_id} is not parked yet)."
+        return (
+            f"Job {row.id} is running (its callback {row.callback.callback_id} is not parked yet)."
+        )
     return f"Job {row.id} is {state_label(row)}, not waiting for a callback."
 
 

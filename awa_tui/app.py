@@ -11,17 +11,15 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 import orjson
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
-
-from storage import AwaError, Client, JobKindDescriptor, JobRow
-from storage.db import redact_dsn
 
 from awa_tui.actions import ACTIONS, JobAction
 from awa_tui.errors import describe, exit_code
@@ -29,11 +27,15 @@ from awa_tui.messages import ClientConnected, JobsChanged
 from awa_tui.query import TABS, JobQuery
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
+from storage import AwaError, Client, JobKindDescriptor, JobRow
+from storage.db import redact_dsn
 
 ClientFactory = Callable[[], Awaitable[Client]]
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
-DATABASE_READ_ONLY = "The database is read-only (a replica, or read-only by default): writes are off."
+DATABASE_READ_ONLY = (
+    "The database is read-only (a replica, or read-only by default): writes are off."
+)
 
 
 class AwaApp(App[int]):
@@ -42,7 +44,7 @@ class AwaApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "awa-tui"
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("K", "kinds", "Kinds", id="app.kinds"),
         Binding("L", "dlq", "DLQ", id="app.dlq"),
@@ -64,7 +66,7 @@ class AwaApp(App[int]):
         self._clock = clock or system_clock
         self._client_factory = client_factory
         self._client: Client | None = None
-        self._ready = asyncio.Event()
+        self._client_ready = asyncio.Event()
         self.descriptors: dict[str, JobKindDescriptor] = {}
         self.fatal_message: str | None = None
         if settings.read_only:
@@ -83,7 +85,7 @@ class AwaApp(App[int]):
 
     async def client(self) -> Client:
         """The connected client; waits while the app is still connecting."""
-        await self._ready.wait()
+        await self._client_ready.wait()
         assert self._client is not None
         return self._client
 
@@ -124,7 +126,7 @@ class AwaApp(App[int]):
             reason = DATABASE_READ_ONLY
         self.read_only_reason = reason
         await self.load_descriptors(client)
-        self._ready.set()
+        self._client_ready.set()
         for screen in self.screen_stack:
             screen.post_message(ClientConnected(reason))
 
@@ -174,9 +176,7 @@ class AwaApp(App[int]):
                 self.notify(f"Job {job_id} {info.verb}.", title=info.label)
             else:
                 count = await client.bulk_action(action.value, ids=job_ids)
-                self.notify(
-                    f"{count} of {len(job_ids)} marked jobs {info.verb}.", title=info.label
-                )
+                self.notify(f"{count} of {len(job_ids)} marked jobs {info.verb}.", title=info.label)
         finally:
             self.broadcast_changed(job_ids)
 

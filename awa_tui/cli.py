@@ -26,11 +26,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from storage import AwaError, Client, ConfigError, migrate
-from storage.db import check_schema_name, redact_dsn
-
 from awa_tui.errors import EXIT_OK, EXIT_USAGE, describe, exit_code
 from awa_tui.query import TABS
+from storage import AwaError, Client, ConfigError, migrate
+from storage.db import check_schema_name, redact_dsn
 
 REFRESH_DEFAULT = 2.0
 
@@ -41,9 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and repair jobs in Awa-style Postgres queue storage.",
         epilog="Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated.",
     )
-    parser.add_argument("--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)")
+    parser.add_argument(
+        "--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)"
+    )
     parser.add_argument("--schema", default="awa", help="queue-storage schema (default: awa)")
-    parser.add_argument("--read-only", action="store_true", help="open a read-only database session")
+    parser.add_argument(
+        "--read-only", action="store_true", help="open a read-only database session"
+    )
     parser.add_argument(
         "--refresh",
         type=float,
@@ -53,9 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--job", type=int, metavar="ID", help="open this job's detail at start")
     parser.add_argument("--kind", metavar="KIND", help="start with the browser filtered to KIND")
-    parser.add_argument("--state", choices=TABS, metavar="STATE", help=f"start on a state tab: {', '.join(TABS)}")
-    parser.add_argument("--demo", action="store_true", help="embedded PostgreSQL with a live demo workload")
-    parser.add_argument("command", nargs="?", choices=["migrate"], help="migrate: apply migrations and exit")
+    parser.add_argument(
+        "--state", choices=TABS, metavar="STATE", help=f"start on a state tab: {', '.join(TABS)}"
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="embedded PostgreSQL with a live demo workload"
+    )
+    parser.add_argument(
+        "command", nargs="?", choices=["migrate"], help="migrate: apply migrations and exit"
+    )
     return parser
 
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
-from storage import JobKindDescriptor, JobRow, KindSummary, StateCounts
-
 from awa_tui.query import JobQuery
+from storage import JobKindDescriptor, JobRow, KindSummary, StateCounts
 
 
 @dataclass

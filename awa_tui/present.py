@@ -6,9 +6,8 @@ from datetime import datetime
 
 from rich.text import Text
 
-from storage import JobKindDescriptor, JobRow, JobState
-
 from awa_tui.timefmt import relative
+from storage import JobKindDescriptor, JobRow, JobState
 
 STATE_STYLES: dict[str, str] = {
     "available": "cyan",
@@ -39,28 +38,24 @@ def state_text(row: JobRow, *, short: bool = False) -> Text:
 
 
 def contextual_time(row: JobRow, now: datetime) -> str:
-    """The one time that matters for the job's state, relative to ``now``."""
+    """The one time that matters for the job's state, relative to ``now``.
+
+    Queued, started and finished times read ``5m ago``; scheduled and retry times ``in 3m``;
+    a waiting job shows when its callback times out (``due in 55m``).
+    """
     if row.dlq is not None:
-        return f"dlq {relative(row.dlq.dlq_at, now)}"
+        return relative(row.dlq.dlq_at, now)
     match row.state:
-        case JobState.AVAILABLE:
-            return f"queued {relative(row.run_at, now)}"
-        case JobState.SCHEDULED:
-            return f"runs {relative(row.run_at, now)}"
-        case JobState.RETRYABLE:
-            return f"retry {relative(row.run_at, now)}"
+        case JobState.AVAILABLE | JobState.SCHEDULED | JobState.RETRYABLE:
+            return relative(row.run_at, now)
         case JobState.RUNNING:
-            return f"started {relative(row.attempted_at or row.run_at, now)}"
+            return relative(row.attempted_at or row.run_at, now)
         case JobState.WAITING_EXTERNAL:
             if row.callback is not None and row.callback.timeout_at is not None:
                 return f"due {relative(row.callback.timeout_at, now)}"
-            return f"waiting {relative(row.attempted_at, now)}"
-        case JobState.COMPLETED:
-            return f"done {relative(row.finalized_at, now)}"
-        case JobState.FAILED:
-            return f"failed {relative(row.finalized_at, now)}"
-        case JobState.CANCELLED:
-            return f"cancelled {relative(row.finalized_at, now)}"
+            return relative(row.attempted_at, now)
+        case JobState.COMPLETED | JobState.FAILED | JobState.CANCELLED:
+            return relative(row.finalized_at, now)
 
 
 def kind_text(kind: str, descriptor: JobKindDescriptor | None) -> Text:

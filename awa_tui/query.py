@@ -8,16 +8,23 @@ from typing import Any
 
 from storage import JobState
 
-TABS: tuple[str, ...] = ("all", *(s.value for s in (
-    JobState.AVAILABLE,
-    JobState.RUNNING,
-    JobState.WAITING_EXTERNAL,
-    JobState.SCHEDULED,
-    JobState.RETRYABLE,
-    JobState.FAILED,
-    JobState.COMPLETED,
-    JobState.CANCELLED,
-)), "dlq")
+TABS: tuple[str, ...] = (
+    "all",
+    *(
+        s.value
+        for s in (
+            JobState.AVAILABLE,
+            JobState.RUNNING,
+            JobState.WAITING_EXTERNAL,
+            JobState.SCHEDULED,
+            JobState.RETRYABLE,
+            JobState.FAILED,
+            JobState.COMPLETED,
+            JobState.CANCELLED,
+        )
+    ),
+    "dlq",
+)
 """State tabs in display order; ``all`` and ``dlq`` are not job states."""
 
 TAB_LABELS = {

@@ -12,11 +12,10 @@ from typing import Any
 
 import orjson
 
-from storage import MAX_OUTPUT_BYTES, OutputError, encode_output
-from storage.output import validate_against_schema
-
 from awa_tui.errors import output_error_text
 from awa_tui.present import size_text
+from storage import MAX_OUTPUT_BYTES, OutputError, encode_output
+from storage.output import validate_against_schema
 
 
 @dataclass(frozen=True)
@@ -36,20 +35,31 @@ def check_output(
     source: str, schema: dict[str, Any] | None, type_name: str | None = None
 ) -> OutputCheck:
     if not source.strip():
-        return OutputCheck(True, None, None, None, None, None, "No output: the job completes without one.")
+        return OutputCheck(
+            True, None, None, None, None, None, "No output: the job completes without one."
+        )
     try:
         value = orjson.loads(source)
     except orjson.JSONDecodeError as exc:
         return OutputCheck(
-            False, None, None, None, "not_json", None,
+            False,
+            None,
+            None,
+            None,
+            "not_json",
+            None,
             f"not_json: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
         )
     try:
         text = encode_output(value, expected_type=None)
     except OutputError as exc:
-        return OutputCheck(False, value, None, exc.size_bytes, exc.reason, exc.path, output_error_text(exc))
+        return OutputCheck(
+            False, value, None, exc.size_bytes, exc.reason, exc.path, output_error_text(exc)
+        )
     if text is None:
-        return OutputCheck(True, None, None, None, None, None, "JSON null: the job completes without an output.")
+        return OutputCheck(
+            True, None, None, None, None, None, "JSON null: the job completes without an output."
+        )
     size = len(text.encode())
     limit = f"{size_text(size)} of {size_text(MAX_OUTPUT_BYTES)}"
     if schema is not None:
@@ -58,11 +68,26 @@ def check_output(
             path = reason.split(":", 1)[0]
             label = type_name or "declared"
             return OutputCheck(
-                False, value, text, size, "schema", path,
+                False,
+                value,
+                text,
+                size,
+                "schema",
+                path,
                 f"schema at {path}: does not fit the {label} schema:{reason.split(':', 1)[1]} ({limit})",
             )
-        return OutputCheck(True, value, text, size, None, None, f"{limit} · fits the {type_name or 'declared'} schema")
-    return OutputCheck(True, value, text, size, None, None, f"{limit} · no schema declared for this kind")
+        return OutputCheck(
+            True,
+            value,
+            text,
+            size,
+            None,
+            None,
+            f"{limit} · fits the {type_name or 'declared'} schema",
+        )
+    return OutputCheck(
+        True, value, text, size, None, None, f"{limit} · no schema declared for this kind"
+    )
 
 
 @dataclass(frozen=True)
@@ -80,6 +105,8 @@ def check_payload(source: str) -> PayloadCheck:
         value = orjson.loads(source)
     except orjson.JSONDecodeError as exc:
         return PayloadCheck(
-            False, None, f"Payload is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            False,
+            None,
+            f"Payload is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
         )
     return PayloadCheck(True, value, "Payload is valid JSON (it is passed on, never stored).")

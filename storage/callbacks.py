@@ -1,8 +1,10 @@
 """Callbacks: registration by a running attempt, and the external calls that answer them.
 
 External calls are guarded by the callback id and, when given, the run lease. They go through
-the same transitions as the runtime (``storage.transitions``), so an external completion is
-one more lease-guarded completion: it stores its own validated output, never the handler's.
+the same guard as the runtime (``storage.transitions`` / ``finalize.close_if_open``), so an
+external completion is one more lease-guarded completion: it stores its own validated output,
+never the handler's. Each one notifies the callback's channel, so a handler still waiting in
+``wait_for_callback`` learns at once that its attempt ended (its own completion is stale).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any
 import asyncpg
 
 from storage import finalize, transitions
-from storage.errors import CallbackNotFound, OutputError, StaleAttempt
+from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
 from storage.finalize import AttemptRef, Outcome
 from storage.codec import JsonDecodeMismatch, decode_value
 from storage.output import encode_output
+from storage.payload import with_progress
 
 REGISTER = """
 INSERT INTO attempt_state AS s (job_id, run_lease, claim_id, callback_id, callback_timeout_at,
@@ -31,12 +34,14 @@ ON CONFLICT (job_id, run_lease) DO UPDATE
 RETURNING callback_id
 """
 
-# The attempt a callback belongs to, locked for this transaction.
+# The attempt a callback belongs to. Read once to find its claim batch, and again once that
+# batch's advisory lock is held (every transition of the attempt takes it first).
 LOOKUP = """
 SELECT s.job_id, s.run_lease, s.claim_id, s.state, s.callback_resolved, r.kind, r.queue,
-       r.attempt + 1 AS attempt, r.max_attempts, r.attempted_at
+       r.attempt + 1 AS attempt, r.max_attempts, cb.claimed_at AS attempted_at
   FROM attempt_state s
   JOIN ready_entries r ON r.job_id = s.job_id AND r.run_lease = s.run_lease
+  LEFT JOIN claim_batches cb ON cb.claim_id = s.claim_id
  WHERE s.callback_id = $1
 """
 
@@ -54,12 +59,39 @@ RETURNING job_id, run_lease
 """
 NOTIFY = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
-MARK_WAITING = "UPDATE attempt_state SET state = 'waiting_external' WHERE callback_id = $1"
+# A sequential wait marks the attempt waiting only while its callback is unanswered: an answer
+# that arrived first must leave it running, or neither heartbeat rescue (running attempts) nor
+# the callback timeout (cleared when consumed) would ever cover it again.
+MARK_WAITING = """
+UPDATE attempt_state SET state = 'waiting_external'
+ WHERE callback_id = $1 AND NOT callback_resolved
+"""
 POLL = "SELECT callback_resolved, callback_result FROM attempt_state WHERE callback_id = $1"
+# The handler took the answer: the attempt runs on, and the payload is dropped from storage.
 CONSUME = """
 UPDATE attempt_state SET callback_id = NULL, callback_resolved = false, callback_result = NULL,
-                         callback_timeout_at = NULL
+                         callback_timeout_at = NULL, state = 'running', heartbeat_at = now()
  WHERE callback_id = $1
+"""
+
+# retry_external: the job's next readiness goes straight into its lane, attempt 0 (Awa's
+# semantics: the handler re-executes from scratch), errors kept, a new run lease.
+RETRY_READY = """
+WITH src AS (
+    SELECT * FROM ready_entries WHERE job_id = $1 AND run_lease = $2
+), lane AS (
+    INSERT INTO queue_lanes AS l (queue, priority, next_seq)
+    SELECT queue, priority, 1 FROM src
+    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + 1
+    RETURNING l.next_seq - 1 AS seq
+)
+INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
+                           max_attempts, lane_seq, run_at, attempted_at, created_at, unique_key,
+                           payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), src.job_id, src.kind,
+       src.queue, src.args, src.priority, 0, src.run_lease + 1, src.max_attempts, lane.seq, now(),
+       $3, src.created_at, src.unique_key, $4
+  FROM src, lane
 """
 
 
@@ -85,6 +117,7 @@ class CallbackAttempt:
     attempt: int
     max_attempts: int
     record: transitions.AttemptRecord
+    state: str
 
 
 async def register(conn: asyncpg.Connection, ref: AttemptRef, timeout_seconds: float) -> str | None:
@@ -103,6 +136,9 @@ async def _locked_attempt(
 ) -> CallbackAttempt:
     """Inside a transaction: find and lock the callback's attempt, or raise."""
     row = await conn.fetchrow(LOOKUP, callback_id)
+    if row is not None and not row["callback_resolved"]:
+        await finalize.lock_claims(conn, [row["claim_id"]])
+        row = await conn.fetchrow(LOOKUP, callback_id)  # as of now that the attempt is locked
     if row is None or row["callback_resolved"]:
         raise CallbackNotFound(
             f"No job is waiting for callback {callback_id} (unknown or already resolved)."
@@ -113,7 +149,6 @@ async def _locked_attempt(
             f"{row['job_id']}, not {run_lease}: the attempt you saw has ended."
         )
     ref = AttemptRef(row["job_id"], row["run_lease"], row["claim_id"])
-    await finalize.lock_claims(conn, [ref.claim_id])
     record = transitions.AttemptRecord(
         ref=ref,
         attempt=row["attempt"],
@@ -121,7 +156,7 @@ async def _locked_attempt(
         attempted_at=row["attempted_at"],
     )
     return CallbackAttempt(
-        ref, row["kind"], row["queue"], row["attempt"], row["max_attempts"], record
+        ref, row["kind"], row["queue"], row["attempt"], row["max_attempts"], record, row["state"]
     )
 
 
@@ -176,6 +211,7 @@ async def complete_external(
         )
         if ended.outcome is not Outcome.WRITTEN:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
+        await conn.execute(NOTIFY, callback_id)  # a handler waiting on it learns it is stale
     return attempt.ref.job_id, stored, dropped
 
 
@@ -185,7 +221,7 @@ async def fail_external(
     """Fail the callback's job terminally with ``error`` in its history (DLQ when enabled)."""
     async with conn.transaction():
         attempt = await _locked_attempt(conn, callback_id, run_lease)
-        await transitions.fail(
+        ended = await transitions.fail(
             conn,
             attempt.record,
             transitions.Failure.TERMINAL,
@@ -193,16 +229,38 @@ async def fail_external(
             outputs_supported=False,
             closure="failed_external",
         )
+        if ended.outcome is not Outcome.WRITTEN:
+            raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
+        await conn.execute(NOTIFY, callback_id)
     return attempt.ref.job_id
 
 
 async def retry_external(
     conn: asyncpg.Connection, callback_id: str, *, run_lease: int | None = None
 ) -> int:
-    """Give the attempt back and make the job available again now."""
+    """Close the waiting attempt and make the job available again now, at attempt 0.
+
+    Only a parked attempt (``waiting_external``) can be retried: retrying one whose handler is
+    still running would dispatch the job twice at once.
+    """
     async with conn.transaction():
         attempt = await _locked_attempt(conn, callback_id, run_lease)
-        await transitions.snooze(conn, attempt.record, 0, closure="retried_external")
+        if attempt.state != "waiting_external":
+            raise InvalidJobState(
+                attempt.ref.job_id, attempt.state, "retried externally", "waiting_external"
+            )
+        opened = await finalize.close_if_open(conn, attempt.ref, "retried_external")
+        if opened is None:
+            raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
+        payload = with_progress(opened.payload, opened.stored_progress)
+        await conn.execute(
+            RETRY_READY,
+            attempt.ref.job_id,
+            attempt.ref.run_lease,
+            attempt.record.attempted_at,
+            payload,
+        )
+        await conn.execute(NOTIFY, callback_id)
     return attempt.ref.job_id
 
 

@@ -92,7 +92,8 @@ class Client(Operations):
         self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self._runtime: Runtime | None = None
-        self._listener: asyncpg.Connection | None = None
+        self._listener: asyncpg.pool.PoolConnectionProxy | None = None
+        self._listener_lost = False
         self._callback_waiters: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -307,7 +308,7 @@ class Client(Operations):
 
     async def wait_for_callback(self, job: Job[Any], token: CallbackToken) -> Any:
         event = self._callback_waiters.setdefault(token.callback_id, asyncio.Event())
-        await self._ensure_listener()
+        await self.ensure_listener()
         async with self.pool.acquire() as conn:
             await conn.execute(callbacks.MARK_WAITING, token.callback_id)
         try:
@@ -440,7 +441,7 @@ class Client(Operations):
             maintenance_interval=maintenance_interval,
         )
         await self.sync_descriptors()
-        await self._ensure_listener()
+        await self.ensure_listener()
         self._runtime.start()
 
     async def shutdown(self, *, abandon: bool = False) -> None:
@@ -451,9 +452,10 @@ class Client(Operations):
         await self.batcher.drain()
         if self._listener is not None:
             listener, self._listener = self._listener, None
-            await listener.remove_listener(f"awa_callback_{self.schema}", self._on_callback_notice)
-            await listener.remove_listener(f"awa_cancel_{self.schema}", self._on_cancel_notice)
-            await self.pool.release(listener)
+            if not self._listener_lost:
+                await listener.remove_listener(self._channel("callback"), self._on_callback_notice)
+                await listener.remove_listener(self._channel("cancel"), self._on_cancel_notice)
+                await self.pool.release(listener)
 
     async def run_until_idle(self, queues: Sequence[str] | None = None, **options: Any) -> None:
         """Run workers until no available or running job is left in the queues (tests, demos)."""
@@ -501,13 +503,23 @@ class Client(Operations):
             raise StaleAttempt(f"Job {job.id} is not running in this client.")
         return AttemptRef(job.id, job.run_lease, claim_id)
 
-    async def _ensure_listener(self) -> None:
-        if self._listener is not None:
+    def _channel(self, name: str) -> str:
+        return f"awa_{name}_{self.schema}"
+
+    async def ensure_listener(self) -> None:
+        """LISTEN for cancellations and callback answers; re-established after a lost connection."""
+        if self._listener is not None and not self._listener_lost:
             return
         conn = await self.pool.acquire()
-        await conn.add_listener(f"awa_callback_{self.schema}", self._on_callback_notice)
-        await conn.add_listener(f"awa_cancel_{self.schema}", self._on_cancel_notice)
-        self._listener = conn
+        await conn.add_listener(self._channel("callback"), self._on_callback_notice)
+        await conn.add_listener(self._channel("cancel"), self._on_cancel_notice)
+        conn.add_termination_listener(self._on_listener_lost)
+        self._listener, self._listener_lost = conn, False
+
+    def _on_listener_lost(self, _conn: object) -> None:
+        self._listener_lost = True
+        for event in self._callback_waiters.values():
+            event.set()  # waiters re-check the database themselves
 
     def _on_callback_notice(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         event = self._callback_waiters.get(payload)

@@ -170,6 +170,10 @@ class Runtime:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
             await self.heartbeat_now()
+            try:
+                await self.client.ensure_listener()
+            except RETRYABLE as exc:
+                log.warning("listener not re-established (%s)", type(exc).__name__)
             if asyncio.get_running_loop().time() - synced >= SYNC_INTERVAL_SECONDS:
                 synced = asyncio.get_running_loop().time()
                 await self.client.sync_descriptors()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from textual import work
 
-from storage import JobKindDescriptor, JobRow
-
 from awa_tui.messages import JobsChanged
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal, PromptModal
+from storage import JobKindDescriptor, JobRow
 
 
 class CallbackFlows(AwaScreen):
@@ -70,7 +69,9 @@ class CallbackFlows(AwaScreen):
         )
 
     @work(exclusive=True, exit_on_error=False, group="callback")
-    async def fail_callback(self, job_id: int, callback_id: str, run_lease: int, error: str) -> None:
+    async def fail_callback(
+        self, job_id: int, callback_id: str, run_lease: int, error: str
+    ) -> None:
         client = await self.awa.client()
         try:
             await client.fail_external(callback_id, error, run_lease=run_lease)

@@ -7,18 +7,23 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, ClassVar, Literal, cast
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, SuspendNotSupported
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
+from awa_tui.errors import describe
+from awa_tui.present import state_text
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.validation import OutputCheck, check_output, check_payload
+from awa_tui.widgets.json_view import json_syntax
 from storage import (
     AwaError,
     CallbackNotFound,
@@ -28,12 +33,6 @@ from storage import (
     OutputError,
     StaleAttempt,
 )
-
-from awa_tui.errors import describe
-from awa_tui.present import state_text
-from awa_tui.screens.confirm import ConfirmModal
-from awa_tui.validation import OutputCheck, check_output, check_payload
-from awa_tui.widgets.json_view import json_syntax
 
 if TYPE_CHECKING:
     from awa_tui.app import AwaApp
@@ -53,7 +52,7 @@ class CallbackAnswered(Message):
 class CompleteCallbackModal(ModalScreen[JobRow | None]):
     """Returns the refreshed row after a completion (None if nothing was completed)."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "submit", "Complete", id="complete.submit", priority=True),
         Binding("ctrl+e", "edit_external", "$EDITOR", id="complete.editor"),
         Binding("escape", "close", "Close", id="complete.close"),
@@ -87,7 +86,9 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             yield Label(f"Complete job {row.id} through its callback", classes="dialog-title")
             yield Static(
                 Text.assemble(
-                    (f"{row.kind}", "bold"), f" · queue {row.queue} · ", state_text(row),
+                    (f"{row.kind}", "bold"),
+                    f" · queue {row.queue} · ",
+                    state_text(row),
                     f" · attempt {row.attempt} of {row.max_attempts} · run lease {row.run_lease}",
                 ),
                 id="complete-job",
@@ -101,7 +102,10 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             )
             yield TextArea("", id="output-editor", soft_wrap=True, show_line_numbers=True)
             yield Static("", id="output-check")
-            yield Label("Payload (optional JSON, handed to complete_external, never stored)", classes="field-label")
+            yield Label(
+                "Payload (optional JSON, handed to complete_external, never stored)",
+                classes="field-label",
+            )
             yield TextArea("", id="payload-editor", soft_wrap=True)
             yield Static("", id="payload-check")
             with Horizontal(classes="dialog-buttons"):
@@ -132,7 +136,9 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
         self.query_one("#payload-check", Static).update(
             Text(payload.message, style="dim" if payload.ok else "bold red")
         )
-        self.query_one("#submit", Button).disabled = self.completed or not (self.check.ok and payload.ok)
+        self.query_one("#submit", Button).disabled = self.completed or not (
+            self.check.ok and payload.ok
+        )
 
     # -- submit -------------------------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -150,13 +156,19 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
         check = self.check
         payload = check_payload(self.query_one("#payload-editor", TextArea).text)
         if not check.ok or not payload.ok:
-            self.notify("Fix the output or payload first.", title="Not completed", severity="warning")
+            self.notify(
+                "Fix the output or payload first.", title="Not completed", severity="warning"
+            )
             return
         callback_id = self.query_one("#callback-id", Input).value.strip()
         if not callback_id:
             self.notify("A callback id is needed.", title="Not completed", severity="warning")
             return
-        what = "without an output" if check.stored_text is None else f"with a {check.size:,}-byte output"
+        what = (
+            "without an output"
+            if check.stored_text is None
+            else f"with a {check.size:,}-byte output"
+        )
         body = f"Complete job {self.row.id} via callback {callback_id} {what}?"
         if payload.value is not None:
             body += " The payload is passed on and not stored."
@@ -215,9 +227,15 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
         match message.outcome:
             case "completed":
                 assert row is not None
-                parts.append(Text(f"✓ Completed: job {row.id} is {row.state.value}.", style="bold green"))
+                parts.append(
+                    Text(f"✓ Completed: job {row.id} is {row.state.value}.", style="bold green")
+                )
             case "stale":
-                now = f"job {row.id} is now {row.state.value}" if row is not None else "the job is gone"
+                now = (
+                    f"job {row.id} is now {row.state.value}"
+                    if row is not None
+                    else "the job is gone"
+                )
                 parts.append(
                     Text(
                         f"⚠ Stale: the callback was resolved by someone else first ({now}). "
@@ -233,12 +251,15 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
         if row is not None:
             parts.append(
                 Text.assemble(
-                    "Row now: ", state_text(row),
+                    "Row now: ",
+                    state_text(row),
                     f" · attempt {row.attempt} of {row.max_attempts} · run lease {row.run_lease}",
                 )
             )
             if row.output_text is not None:
-                parts.append(Text(f"Stored output ({len(row.output_text.encode()):,} B):", style="bold"))
+                parts.append(
+                    Text(f"Stored output ({len(row.output_text.encode()):,} B):", style="bold")
+                )
                 parts.append(json_syntax(row.output_text))
         return Group(*parts)
 

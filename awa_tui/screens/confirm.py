@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
@@ -12,7 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 class ConfirmModal(ModalScreen[bool]):
     """``True`` when the person confirms. Enter or y confirms, esc or n cancels."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,n", "cancel", "Cancel", id="confirm.cancel"),
         Binding("y", "confirm", "Confirm", id="confirm.yes"),
     ]
@@ -54,7 +56,9 @@ class ConfirmModal(ModalScreen[bool]):
 class PromptModal(ModalScreen[str | None]):
     """Ask for one line of text; None when cancelled. Empty text is refused."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="prompt.cancel")
+    ]
 
     def __init__(self, title: str, body: str, *, placeholder: str = "", value: str = "") -> None:
         super().__init__(classes="dialog-screen")

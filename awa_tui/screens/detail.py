@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Label, Static
-
-from storage import JobKindDescriptor, JobRow
 
 from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
@@ -21,6 +21,7 @@ from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
+from storage import JobKindDescriptor, JobRow
 
 JOB_WRITES = {"retry", "cancel", "delete", "purge"}
 CALLBACK_WRITES = {"complete_callback", "fail_callback", "retry_callback"}
@@ -29,7 +30,7 @@ CALLBACK_WRITES = {"complete_callback", "fail_callback", "retry_callback"}
 class JobDetailScreen(CallbackFlows, AwaScreen):
     """Everything about one job. ``e`` opens its error history, ``C`` completes its callback."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="detail.back"),
         Binding("r", "refresh", "Refresh", id="detail.refresh"),
         Binding("e", "errors", "Errors", id="detail.errors"),

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
-
-from storage import JobRow
 
 from awa_tui.actions import ACTIONS, JobAction
 from awa_tui.messages import JobsChanged, JobsLoaded
@@ -20,6 +20,7 @@ from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import both, relative
 from awa_tui.widgets.mode_banner import ModeBanner
+from storage import JobRow
 
 PAGE_SIZE = 50
 DLQ_QUERY = JobQuery(tab="dlq")
@@ -29,7 +30,7 @@ WRITES = {"retry", "purge", "bulk_retry", "bulk_purge"}
 class DlqScreen(AwaScreen):
     """Dead-lettered jobs, newest first. Enter opens one; R retries, P purges (confirmed)."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="dlq.back"),
         Binding("enter", "open_job", "Open", id="dlq.open"),
         Binding("space", "toggle_mark", "Mark", id="dlq.mark"),
@@ -63,8 +64,13 @@ class DlqScreen(AwaScreen):
         super().on_mount()
         table = self.query_one(DataTable)
         for key, label, width in (
-            ("mark", " ", 1), ("id", "id", 7), ("kind", "kind", 24), ("queue", "queue", 10),
-            ("when", "dead-lettered", 13), ("attempt", "att", 5), ("out", "out", 3),
+            ("mark", " ", 1),
+            ("id", "id", 7),
+            ("kind", "kind", 24),
+            ("queue", "queue", 10),
+            ("when", "dead-lettered", 13),
+            ("attempt", "att", 5),
+            ("out", "out", 3),
             ("reason", "reason", None),
         ):
             table.add_column(label, key=key, width=width)
@@ -97,7 +103,9 @@ class DlqScreen(AwaScreen):
                 row.queue,
                 relative(dlq_at, now),
                 f"{row.attempt}/{row.max_attempts}",
-                Text(KEPT_OUTPUT_MARK, style="yellow") if row.kept_output_position() is not None else "",
+                Text(KEPT_OUTPUT_MARK, style="yellow")
+                if row.kept_output_position() is not None
+                else "",
                 Text(one_line(reason, 70), style="red"),
                 key=str(row.id),
             )
@@ -106,7 +114,9 @@ class DlqScreen(AwaScreen):
             table.move_cursor(row=ids.index(keep.id), animate=False)
         more = " · more below (n)" if self.has_more else ""
         self.query_one("#dlq-head", Static).update(
-            Text.assemble(("Dead-letter queue", "bold"), f" · {len(self.rows):,} shown, newest first{more}")
+            Text.assemble(
+                ("Dead-letter queue", "bold"), f" · {len(self.rows):,} shown, newest first{more}"
+            )
         )
         self.show_current()
         self.refresh_bindings()
@@ -132,20 +142,32 @@ class DlqScreen(AwaScreen):
         row = self.current
         box = self.query_one("#dlq-entry", Static)
         if row is None or row.dlq is None:
-            box.update(Text("The dead-letter queue is empty." if not self.rows else "", style="dim"))
+            box.update(
+                Text("The dead-letter queue is empty." if not self.rows else "", style="dim")
+            )
             return
         now = self.awa.now()
         lines = [
-            Text.assemble(("Job ", "bold"), (str(row.id), "bold"), f" · {row.kind} · queue {row.queue}"),
+            Text.assemble(
+                ("Job ", "bold"), (str(row.id), "bold"), f" · {row.kind} · queue {row.queue}"
+            ),
             Text.assemble(("Reason: ", "bold"), (row.dlq.reason, "red")),
             Text.assemble(("Dead-lettered: ", "bold"), both(row.dlq.dlq_at, now)),
-            Text.assemble(("Attempts: ", "bold"), f"{row.attempt} of {row.max_attempts}, {len(row.errors)} error entries"),
+            Text.assemble(
+                ("Attempts: ", "bold"),
+                f"{row.attempt} of {row.max_attempts}, {len(row.errors)} error entries",
+            ),
         ]
         if row.last_error:
             lines.append(Text.assemble(("Last error: ", "bold"), (row.last_error, "red")))
         kept = row.kept_output_position()
         if kept is not None:
-            lines.append(Text(f"{KEPT_OUTPUT_MARK} Error entry #{kept + 1} kept a failed attempt's output (enter, then e).", style="yellow"))
+            lines.append(
+                Text(
+                    f"{KEPT_OUTPUT_MARK} Error entry #{kept + 1} kept a failed attempt's output (enter, then e).",
+                    style="yellow",
+                )
+            )
         box.update(Group(*lines))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -156,7 +178,11 @@ class DlqScreen(AwaScreen):
     def binding_reason(self, action: str) -> str | None:
         if action in WRITES and not self.awa.writable:
             return self.awa.read_only_reason
-        if action in ("open_job", "retry", "purge", "copy", "toggle_mark") and self.current is None and not (action in ("retry", "purge") and self.marks):
+        if (
+            action in ("open_job", "retry", "purge", "copy", "toggle_mark")
+            and self.current is None
+            and not (action in ("retry", "purge") and self.marks)
+        ):
             return "The dead-letter queue is empty." if not self.rows else "No entry is selected."
         if action in ("bulk_retry", "bulk_purge") and not self.rows:
             return "The dead-letter queue is empty."
@@ -182,7 +208,9 @@ class DlqScreen(AwaScreen):
         if row is None:
             return
         (self.marks.discard if row.id in self.marks else self.marks.add)(row.id)
-        self.query_one(DataTable).update_cell(str(row.id), "mark", Text("●", style="bold yellow") if row.id in self.marks else " ")
+        self.query_one(DataTable).update_cell(
+            str(row.id), "mark", Text("●", style="bold yellow") if row.id in self.marks else " "
+        )
         self.query_one(DataTable).action_cursor_down()
 
     def action_next_page(self) -> None:
@@ -227,8 +255,11 @@ class DlqScreen(AwaScreen):
             ConfirmModal(
                 f"{info.label}?",
                 f"{info.label} {subject}?"
-                + (" Purging deletes them for good." if action is JobAction.PURGE_DLQ else
-                   " They go back to their queue with attempt 0; their error history is kept."),
+                + (
+                    " Purging deletes them for good."
+                    if action is JobAction.PURGE_DLQ
+                    else " They go back to their queue with attempt 0; their error history is kept."
+                ),
                 confirm_label=info.label,
                 danger=action is JobAction.PURGE_DLQ,
             ),

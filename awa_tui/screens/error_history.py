@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import orjson
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Label, Static
-
-from storage import JobKindDescriptor, JobRow
 
 from awa_tui.present import one_line
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, parse_timestamp, relative
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import LATEST_ONLY_NOTE, OutputPanel
+from storage import JobKindDescriptor, JobRow
 
 KEPT_LABEL = "◆ kept output"
 
@@ -24,7 +25,7 @@ KEPT_LABEL = "◆ kept output"
 class ErrorHistoryScreen(AwaScreen):
     """Rows are error entries, newest first; ``o`` jumps to the entry that kept an output."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="errors.back"),
         Binding("o", "kept", "Kept output", id="errors.kept"),
         Binding("p", "pretty", "Pretty/exact", id="errors.pretty"),
@@ -45,7 +46,9 @@ class ErrorHistoryScreen(AwaScreen):
         yield Header()
         yield ModeBanner()
         row = self.row
-        kept = "none kept an output" if self.kept is None else f"entry #{self.kept + 1} kept an output"
+        kept = (
+            "none kept an output" if self.kept is None else f"entry #{self.kept + 1} kept an output"
+        )
         yield Static(
             Text.assemble(
                 (f"Error history of job {row.id}", "bold"),
@@ -119,7 +122,9 @@ class ErrorHistoryScreen(AwaScreen):
         if position == self.kept:
             title += " · " + KEPT_LABEL
         self.query_one("#entry-title", Label).update(title)
-        self.query_one("#entry-error", Static).update(Text(str(entry.get("error", "")), style="red"))
+        self.query_one("#entry-error", Static).update(
+            Text(str(entry.get("error", "")), style="red")
+        )
         panel = self.query_one(OutputPanel)
         panel.title = f"Output kept by entry #{position + 1}"
         if position == self.kept:
@@ -129,7 +134,11 @@ class ErrorHistoryScreen(AwaScreen):
                 note="Read from the error history (jsonb): key order and number forms are normalized.",
             )
         else:
-            where = f"entry #{self.kept + 1} keeps one" if self.kept is not None else "no entry keeps one"
+            where = (
+                f"entry #{self.kept + 1} keeps one"
+                if self.kept is not None
+                else "no entry keeps one"
+            )
             panel.show(
                 None,
                 self.descriptor,

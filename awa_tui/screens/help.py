@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
@@ -47,12 +49,18 @@ def keys_table(screen: Screen[object]) -> Table:
             reason = screen.binding_reason(binding.action.split("(")[0])
         status = Text(reason or "", style="dim") if not active.enabled else Text("")
         style = "" if active.enabled else "dim"
-        table.add_row(Text(label or key, style="bold " + style), Text(binding.description, style=style), status)
+        table.add_row(
+            Text(label or key, style="bold " + style),
+            Text(binding.description, style=style),
+            status,
+        )
     return table
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help.close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "close", "Close", id="help.close")
+    ]
 
     def __init__(self, screen: Screen[object]) -> None:
         super().__init__(classes="dialog-screen")

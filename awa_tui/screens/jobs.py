@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
-
-from storage import JobRow, JobState
 
 from awa_tui.actions import ACTIONS, JobAction, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
@@ -21,6 +21,7 @@ from awa_tui.widgets.filter_bar import FilterBar
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.state_tabs import StateTabs
+from storage import JobRow, JobState
 
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
@@ -31,7 +32,7 @@ WRITE_ACTIONS = {"retry", "cancel", "delete", "bulk_matching"}
 class JobsScreen(AwaScreen):
     """Which jobs failed, which are stuck, what just happened. Enter opens a job."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_job", "Open", id="jobs.open"),
         Binding("slash", "focus_filter", "Filter", id="jobs.filter"),
         Binding("left_square_bracket", "tab(-1)", "Prev tab", key_display="[", id="jobs.prev"),
@@ -96,7 +97,11 @@ class JobsScreen(AwaScreen):
         if bar.value != new.filter_text and not bar.has_focus:
             bar.value = new.filter_text
         if (old.kind, old.queue, old.job_id, old.search, old.tab) != (
-            new.kind, new.queue, new.job_id, new.search, new.tab
+            new.kind,
+            new.queue,
+            new.job_id,
+            new.search,
+            new.tab,
         ):
             self.marks.clear()
             self.table.jobs = []
@@ -121,7 +126,9 @@ class JobsScreen(AwaScreen):
             loaded = self.table.jobs if query == self.query_state else []
             if append and loaded:
                 before = loaded[-1].id
-                rows = await client.list_jobs(**query.list_kwargs(), before_id=before, limit=PAGE_SIZE)
+                rows = await client.list_jobs(
+                    **query.list_kwargs(), before_id=before, limit=PAGE_SIZE
+                )
                 self.post_message(JobsLoaded(query, rows, True, False, len(rows) == PAGE_SIZE))
                 return
             limit = PAGE_SIZE
@@ -193,7 +200,11 @@ class JobsScreen(AwaScreen):
             parts.append("more below (n)")
         if self.marks:
             parts.append(f"{len(self.marks)} marked")
-        live = "live refresh paused (p)" if self.paused else f"live refresh every {self.interval:g}s (p pauses, +/-)"
+        live = (
+            "live refresh paused (p)"
+            if self.paused
+            else f"live refresh every {self.interval:g}s (p pauses, +/-)"
+        )
         parts.append(live)
         self.query_one("#status", Static).update(" · ".join(parts))
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
-
-from storage import JobState, KindSummary
 
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
@@ -21,6 +20,7 @@ from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import both
 from awa_tui.widgets.json_view import json_syntax, pretty_json
 from awa_tui.widgets.mode_banner import ModeBanner
+from storage import JobState, KindSummary
 
 COUNTED = (
     ("avail", JobState.AVAILABLE),
@@ -35,7 +35,7 @@ COUNTED = (
 class KindsScreen(AwaScreen):
     """Enter shows the kind's jobs; ``s`` its schema full screen."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="kinds.back"),
         Binding("enter", "jobs", "Jobs of kind", id="kinds.jobs"),
         Binding("s", "schema", "Schema", id="kinds.schema"),
@@ -87,7 +87,9 @@ class KindsScreen(AwaScreen):
             table.add_row(
                 Text(summary.kind, style="bold"),
                 (d.display_name if d else None) or "",
-                Text(d.output_type_name, style="cyan") if d and d.output_type_name else Text("-", style="dim"),
+                Text(d.output_type_name, style="cyan")
+                if d and d.output_type_name
+                else Text("-", style="dim"),
                 "✓" if d and d.output_schema else "",
                 *[_count(summary.counts.get(state, 0)) for _label, state in COUNTED],
                 _count(summary.dlq),
@@ -99,7 +101,10 @@ class KindsScreen(AwaScreen):
             self.show_kind(table.cursor_row)
         else:
             self.query_one("#kind-descriptor", Static).update(
-                Text("No kinds yet: no runtime has published a descriptor and no job exists.", style="dim")
+                Text(
+                    "No kinds yet: no runtime has published a descriptor and no job exists.",
+                    style="dim",
+                )
             )
         self.query_one("#kinds-head", Static).update(
             Text.assemble(("Job kinds", "bold"), f" · {len(self.kinds)} known")
@@ -121,7 +126,9 @@ class KindsScreen(AwaScreen):
     def show_kind(self, index: int) -> None:
         if not 0 <= index < len(self.kinds):
             return
-        self.query_one("#kind-descriptor", Static).update(descriptor_renderable(self.kinds[index], self.awa.now()))
+        self.query_one("#kind-descriptor", Static).update(
+            descriptor_renderable(self.kinds[index], self.awa.now())
+        )
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -131,7 +138,11 @@ class KindsScreen(AwaScreen):
         current = self.current if self.is_mounted else None
         if action == "jobs" and current is None:
             return "No kind is selected."
-        if action == "schema" and (current is None or current.descriptor is None or current.descriptor.output_schema is None):
+        if action == "schema" and (
+            current is None
+            or current.descriptor is None
+            or current.descriptor.output_schema is None
+        ):
             return "This kind publishes no output schema."
         return None
 
@@ -190,7 +201,10 @@ def descriptor_renderable(summary: KindSummary, now: datetime) -> RenderableType
     grid.add_row("Output type", d.output_type_name or "none declared")
     grid.add_row("Last seen", both(d.last_seen_at, now))
     if summary.stale:
-        grid.add_row("Stale", Text("no running runtime has re-published this descriptor recently", style="yellow"))
+        grid.add_row(
+            "Stale",
+            Text("no running runtime has re-published this descriptor recently", style="yellow"),
+        )
     parts: list[RenderableType] = [grid]
     if d.extra:
         parts += [Text("Extra", style="bold"), json_syntax(pretty_json(d.extra))]

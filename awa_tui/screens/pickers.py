@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList, Static
@@ -29,7 +31,9 @@ def bulk_actions_for(query: JobQuery) -> tuple[JobAction, ...]:
 class BulkActionModal(ModalScreen[JobAction | None]):
     """Pick the action; the app then counts the matches and asks again with the count."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="bulk.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="bulk.cancel")
+    ]
 
     def __init__(self, query: JobQuery) -> None:
         super().__init__(classes="dialog-screen")

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
-
-from storage import JobKindDescriptor
 
 from awa_tui.screens.base import AwaScreen
 from awa_tui.widgets.json_view import JsonView, pretty_json
 from awa_tui.widgets.mode_banner import ModeBanner
+from storage import JobKindDescriptor
 
 
 class SchemaScreen(AwaScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="schema.back"),
         Binding("y", "copy", "Copy schema", id="schema.copy"),
     ]

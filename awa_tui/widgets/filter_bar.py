@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
-PLACEHOLDER = "/ to filter: kind:send_email queue:mail id:42 or any text (enter applies, esc leaves)"
+PLACEHOLDER = (
+    "/ to filter: kind:send_email queue:mail id:42 or any text (enter applies, esc leaves)"
+)
 
 
 class FilterBar(Input):

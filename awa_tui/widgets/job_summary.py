@@ -8,10 +8,9 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from storage import JobKindDescriptor, JobRow
-
 from awa_tui.present import state_text
 from awa_tui.timefmt import both
+from storage import JobKindDescriptor, JobRow
 
 
 def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: datetime) -> Table:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
+from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
-
-from storage import JobKindDescriptor, JobRow, JobState
 
 from awa_tui.present import (
     attempt_text,
@@ -21,15 +20,16 @@ from awa_tui.present import (
     output_marker,
     state_text,
 )
+from storage import JobKindDescriptor, JobRow, JobState
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("mark", " ", 1),
-    ("id", "id", 7),
-    ("kind", "kind", 26),
-    ("state", "state", 10),
-    ("queue", "queue", 10),
+    ("id", "id", 6),
+    ("kind", "kind", 30),
+    ("state", "state", 9),
+    ("queue", "queue", 9),
     ("attempt", "att", 5),
-    ("time", "when", 14),
+    ("time", "when", 13),
     ("output", "out", 3),
     ("error", "last error", None),
 )
@@ -57,7 +57,7 @@ def job_cells(row: JobRow, now: datetime, describe: Lookup, marked: bool) -> lis
 class JobTable(DataTable[Text | str]):
     """Rows keyed by job id. ``show`` replaces the rows and keeps the cursor on the same job."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", "Down", show=False, id="table.down"),
         Binding("k", "cursor_up", "Up", show=False, id="table.up"),
         Binding("g", "scroll_top", "Top", show=False, id="table.top"),

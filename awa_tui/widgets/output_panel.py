@@ -10,11 +10,10 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState
-from storage.output import validate_against_schema
-
 from awa_tui.present import size_text
 from awa_tui.widgets.json_view import json_syntax, pretty_json
+from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState
+from storage.output import validate_against_schema
 
 LATEST_ONLY_NOTE = (
     "Only the latest failed attempt that recorded an output keeps it; "
@@ -48,7 +47,9 @@ def output_facts(
         verdict, fits = "no schema declared", None
     else:
         reason = validate_against_schema(text, schema)
-        verdict, fits = ("fits the schema", True) if reason is None else (f"does not fit: {reason}", False)
+        verdict, fits = (
+            ("fits the schema", True) if reason is None else (f"does not fit: {reason}", False)
+        )
     return OutputFacts(text, size, type_name, verdict, fits, None)
 
 

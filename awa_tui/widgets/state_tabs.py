@@ -9,9 +9,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from storage import JobState, StateCounts
-
 from awa_tui.query import TAB_LABELS, TABS
+from storage import JobState, StateCounts
 
 
 class StateTabs(Static):
@@ -45,8 +44,8 @@ class StateTabs(Static):
         counts = self.counts
         if counts is None:
             return None
-        if tab == "all":
-            return counts.total
+        if tab == "all":  # dead-lettered jobs have their own tab
+            return counts.total - counts.dlq
         if tab == "dlq":
             return counts.dlq
         return counts.by_state.get(JobState(tab), 0)

@@ -1,0 +1,319 @@
+"""``awa-tui --demo``: an embedded PostgreSQL, migrated, with a live workload on the real runtime.
+
+The workload shows what the console is for: typed outputs completed on both storage paths
+(plain jobs take the compact path, jobs with tags or metadata the general one), retries whose
+failed attempts recorded outputs, a dead-letter queue, jobs parked waiting for callbacks, jobs
+scheduled for later, long-running jobs, and new jobs arriving every few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel
+
+from awa_tui.errors import EXIT_USAGE, describe, exit_code
+from storage import (
+    AwaError,
+    Client,
+    Job,
+    RetryAfter,
+    TerminalError,
+    WaitForCallback,
+    migrate,
+)
+
+DEMO_LABEL = "embedded PostgreSQL with a live workload; nothing here is real"
+SCHEMA = "awa"
+
+
+class SendEmail(BaseModel):
+    to: str
+    template: str
+
+
+class EmailReceipt(BaseModel):
+    message_id: str
+    accepted: list[str]
+    provider: str
+
+
+class ResizeImage(BaseModel):
+    image_id: int
+    width: int
+    height: int
+
+
+class Thumbnail(BaseModel):
+    url: str
+    width: int
+    height: int
+    bytes: int
+
+
+class SyncInventory(BaseModel):
+    warehouse: str
+
+
+class SyncReport(BaseModel):
+    updated: int
+    skipped: int
+    failed_skus: list[str]
+
+
+class ChargeCard(BaseModel):
+    order_id: int
+    amount_cents: int
+
+
+class ChargeAttempt(BaseModel):
+    provider: str
+    decline_code: str | None
+    retryable: bool
+
+
+class AwaitPayment(BaseModel):
+    order_id: int
+    provider: str
+
+
+class PaymentResult(BaseModel):
+    status: Literal["paid", "refused"]
+    reference: str
+    amount_cents: int
+
+
+class BuildReport(BaseModel):
+    report: str
+    seconds: float
+
+
+class ReportSummary(BaseModel):
+    rows: int
+    pages: int
+
+
+WAREHOUSES = ("eu-1", "eu-2", "us-1", "us-2", "ap-1")
+ALWAYS_FAILING = "eu-3"
+
+
+class DemoClient(Client):
+    """The demo's client: it also owns the task that keeps jobs arriving."""
+
+    feeder: asyncio.Task[None] | None = None
+    workload: Client | None = None  # the writing client, when the console's own is read-only
+
+    async def close(self) -> None:
+        if self.feeder is not None:
+            self.feeder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.feeder
+        if self.workload is not None:
+            await self.workload.close()
+        await super().close()
+
+
+def register(client: Client) -> None:
+    """The demo's kinds: each declares an output type and publishes a descriptor."""
+
+    @client.task(SendEmail, output=EmailReceipt, queue="mail")
+    async def send_email(job: Job[SendEmail]) -> RetryAfter | None:
+        job.set_output(
+            EmailReceipt(
+                message_id=f"msg-{job.id:06d}", accepted=[job.args.to], provider="postmark"
+            )
+        )
+        if "bounce" in job.args.to and job.attempt < 2:
+            return RetryAfter(3)  # the attempt's output stays in its error entry
+        return None
+
+    @client.task(ResizeImage, output=Thumbnail, queue="images")
+    async def resize_image(job: Job[ResizeImage]) -> None:
+        await asyncio.sleep(0.2)
+        w, h = job.args.width // 4, job.args.height // 4
+        job.set_output(
+            Thumbnail(
+                url=f"https://cdn.example/t/{job.args.image_id}.webp",
+                width=w,
+                height=h,
+                bytes=w * h // 3,
+            )
+        )
+
+    @client.task(SyncInventory, output=SyncReport)
+    async def sync_inventory(job: Job[SyncInventory]) -> None:
+        updated = 40 * job.attempt
+        failed = [f"SKU-{job.id}-{n}" for n in range(3 - min(job.attempt, 3))]
+        job.set_output(SyncReport(updated=updated, skipped=2, failed_skus=failed))
+        if job.args.warehouse == ALWAYS_FAILING or job.attempt < 2:
+            raise RuntimeError(
+                f"upstream timed out after {updated} items (warehouse {job.args.warehouse})"
+            )
+
+    @client.task(ChargeCard, output=ChargeAttempt, queue="payments")
+    async def charge_card(job: Job[ChargeCard]) -> None:
+        if job.args.amount_cents % 7 == 0:
+            job.set_output(
+                ChargeAttempt(provider="stripe", decline_code="insufficient_funds", retryable=False)
+            )
+            raise TerminalError("card declined: insufficient_funds")
+        job.set_output(ChargeAttempt(provider="stripe", decline_code=None, retryable=False))
+
+    @client.task(AwaitPayment, output=PaymentResult, queue="webhooks")
+    async def await_payment(job: Job[AwaitPayment]) -> WaitForCallback:
+        token = await job.register_callback(timeout_seconds=3600)
+        return WaitForCallback(token)
+
+    @client.task(BuildReport, output=ReportSummary, queue="reports")
+    async def build_report(job: Job[BuildReport]) -> None:
+        await asyncio.sleep(job.args.seconds)
+        job.set_output(ReportSummary(rows=1200, pages=14))
+
+    descriptors = (
+        (SendEmail, "Send email", "Sends one transactional email.", "growth"),
+        (ResizeImage, "Resize image", "Makes a thumbnail of an uploaded image.", "media"),
+        (SyncInventory, "Sync inventory", "Pulls stock levels from a warehouse.", "supply"),
+        (ChargeCard, "Charge card", "Charges a card for an order.", "payments"),
+        (AwaitPayment, "Await payment", "Waits for the payment provider's webhook.", "payments"),
+        (BuildReport, "Build report", "Renders a nightly report.", "analytics"),
+    )
+    for args_type, name, description, owner in descriptors:
+        client.job_kind_descriptor(
+            args_type,
+            display_name=name,
+            description=description,
+            owner=owner,
+            docs_url=f"https://runbooks.example/{owner}",
+        )
+
+
+async def seed(client: Client, rng: random.Random) -> None:
+    """A first screenful: every state the console shows."""
+    await client.configure_queue("payments", dlq=True)
+    await client.insert_many(
+        [SendEmail(to=f"user{n}@example.com", template="welcome") for n in range(12)]
+    )
+    await client.insert(SendEmail(to="bounce@example.com", template="welcome"), max_attempts=3)
+    for n in range(6):
+        await client.insert(
+            ResizeImage(image_id=100 + n, width=1600, height=1200),
+            tags=["upload"],
+            metadata={"uploaded_by": f"user{n}"},
+        )
+    for warehouse in (*WAREHOUSES[:3], ALWAYS_FAILING):
+        await client.insert(SyncInventory(warehouse=warehouse), max_attempts=3)
+    await client.insert_many(
+        [ChargeCard(order_id=500 + n, amount_cents=700 * (n + 1) + n % 2) for n in range(6)],
+        max_attempts=1,
+    )
+    await client.insert_many([AwaitPayment(order_id=900 + n, provider="adyen") for n in range(3)])
+    await client.insert(BuildReport(report="nightly-sales", seconds=45))
+    later = datetime.now(UTC) + timedelta(minutes=rng.randint(10, 50))
+    await client.insert(BuildReport(report="weekly-finance", seconds=5), run_at=later)
+
+
+async def feed(client: Client, rng: random.Random) -> None:
+    """Jobs keep arriving while you watch."""
+    order = 1000
+    while True:
+        await asyncio.sleep(rng.uniform(2.0, 4.0))
+        order += 1
+        choice = rng.random()
+        try:
+            if choice < 0.4:
+                await client.insert(SendEmail(to=f"user{order}@example.com", template="receipt"))
+            elif choice < 0.6:
+                await client.insert(
+                    ResizeImage(image_id=order, width=800, height=600), tags=["upload"]
+                )
+            elif choice < 0.75:
+                await client.insert(
+                    ChargeCard(
+                        order_id=order, amount_cents=order * 7 if order % 3 == 0 else order * 5 + 1
+                    ),
+                    max_attempts=1,
+                )
+            elif choice < 0.85:
+                await client.insert(AwaitPayment(order_id=order, provider="adyen"))
+            else:
+                await client.insert(SyncInventory(warehouse=rng.choice(WAREHOUSES)), max_attempts=3)
+        except AwaError:
+            return  # the console is closing
+
+
+class DemoWorkload:
+    """``start`` is the app's client factory: it runs inside the app's event loop."""
+
+    def __init__(
+        self, dsn: str, schema: str = SCHEMA, *, read_only: bool = False, seed_value: int = 48
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.read_only = read_only
+        self.rng = random.Random(seed_value)
+
+    async def start(self) -> Client:
+        client = await DemoClient.connect(self.dsn, self.schema)
+        register(client)
+        await seed(client, self.rng)
+        await client.start()
+        client.feeder = asyncio.get_running_loop().create_task(feed(client, self.rng))
+        if not self.read_only:
+            return client
+        console = await DemoClient.connect(self.dsn, self.schema, read_only=True)
+        console.workload = client  # the console reads through a read-only session
+        return console
+
+
+def ensure_runtime_dir() -> None:
+    """pgserver needs XDG_RUNTIME_DIR; give it a private one when the session has none."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="awa-runtime-")  # mode 0700
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    try:
+        import pgserver
+    except ImportError:
+        print("awa-tui: --demo needs pgserver: pip install 'awa-tui[demo]'", file=sys.stderr)
+        return EXIT_USAGE
+    from awa_tui.app import make_app
+
+    ensure_runtime_dir()
+    with tempfile.TemporaryDirectory(prefix="awa-demo-pg-") as data_dir:
+        print("awa-tui: starting the embedded PostgreSQL for the demo…", file=sys.stderr)
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        try:
+            dsn = str(server.get_uri())
+            try:
+                asyncio.run(migrate(dsn))
+            except AwaError as exc:
+                print(f"awa-tui: {describe(exc).text}", file=sys.stderr)
+                return exit_code(exc)
+            app = make_app(
+                dsn,
+                SCHEMA,
+                read_only=args.read_only,
+                refresh=args.refresh,
+                initial_job=args.job,
+                initial_kind=args.kind,
+                initial_state=args.state,
+                demo_label=DEMO_LABEL,
+                client_factory=DemoWorkload(dsn, read_only=args.read_only).start,
+                dsn_label=f"embedded PostgreSQL (pgserver) · schema {SCHEMA}",
+                editor=os.environ.get("VISUAL") or os.environ.get("EDITOR"),
+            )
+            app.run()
+            if app.fatal_message is not None:
+                print(f"awa-tui: {app.fatal_message}", file=sys.stderr)
+            return app.return_code or 0
+        finally:
+            server.cleanup()

@@ -1,0 +1,269 @@
+"""Deterministic data for the console's tests, snapshots and screenshots.
+
+Jobs are seeded through the real runtime (``work_one``), then their timestamps and callback
+ids are pinned with SQL (tests may write SQL; the console may not) so every screen renders the
+same on every run: fixed ids (a fresh schema), fixed times, a fixed clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from awa_tui.app import AwaApp, make_app
+from awa_tui.demo import (
+    AwaitPayment,
+    BuildReport,
+    ChargeAttempt,
+    ChargeCard,
+    EmailReceipt,
+    PaymentResult,
+    ReportSummary,
+    ResizeImage,
+    SendEmail,
+    SyncInventory,
+    SyncReport,
+    Thumbnail,
+)
+from storage import Client, Job, TerminalError, WaitForCallback
+from storage.db import connect_once
+from storage.testing import work_one
+
+FIXED_NOW = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
+T0 = FIXED_NOW - timedelta(hours=2)
+DSN_LABEL = "postgresql://oncall@db.internal/jobs · schema awa"
+SIZE = (120, 36)
+KINDS = (
+    "send_email",
+    "resize_image",
+    "sync_inventory",
+    "charge_card",
+    "await_payment",
+    "build_report",
+    "cleanup_tmp",
+    "legacy_export",
+)
+
+
+def fixed_clock() -> datetime:
+    return FIXED_NOW
+
+
+def build_app(dsn: str, schema: str, **options: Any) -> AwaApp:
+    """The app as the tests see it: fixed clock, live refresh paused, a pinned title."""
+    options.setdefault("refresh", 0)
+    options.setdefault("dsn_label", DSN_LABEL)
+    return make_app(dsn, schema, clock=fixed_clock, **options)
+
+
+def register(client: Client) -> None:
+    """Handlers whose behaviour depends only on their args and attempt number."""
+
+    @client.task(SendEmail, output=EmailReceipt, queue="mail")
+    async def send_email(job: Job[SendEmail]) -> None:
+        job.set_output(
+            EmailReceipt(message_id=f"msg-{job.id:06d}", accepted=[job.args.to], provider="postmark")
+        )
+
+    @client.task(ResizeImage, output=Thumbnail, queue="images")
+    async def resize_image(job: Job[ResizeImage]) -> None:
+        w, h = job.args.width // 4, job.args.height // 4
+        job.set_output(
+            Thumbnail(url=f"https://cdn.example/t/{job.args.image_id}.webp", width=w, height=h, bytes=w * h // 3)
+        )
+
+    @client.task(SyncInventory, output=SyncReport)
+    async def sync_inventory(job: Job[SyncInventory]) -> None:
+        if job.attempt >= 3:
+            raise RuntimeError(f"connection reset by warehouse {job.args.warehouse}")
+        updated = 40 * job.attempt
+        job.set_output(SyncReport(updated=updated, skipped=2, failed_skus=[f"SKU-{job.attempt}17"]))
+        raise RuntimeError(f"upstream timed out after {updated} items")
+
+    @client.task(ChargeCard, output=ChargeAttempt, queue="payments")
+    async def charge_card(job: Job[ChargeCard]) -> None:
+        if job.args.amount_cents % 7 == 0:
+            job.set_output(ChargeAttempt(provider="stripe", decline_code="insufficient_funds", retryable=False))
+            raise TerminalError("card declined: insufficient_funds")
+        job.set_output(ChargeAttempt(provider="stripe", decline_code=None, retryable=False))
+
+    @client.task(AwaitPayment, output=PaymentResult, queue="webhooks")
+    async def await_payment(job: Job[AwaitPayment]) -> WaitForCallback:
+        return WaitForCallback(await job.register_callback(timeout_seconds=3600))
+
+    @client.task(BuildReport, output=ReportSummary, queue="reports")
+    async def build_report(job: Job[BuildReport]) -> None:
+        job.set_output(ReportSummary(rows=1200, pages=14))
+
+    @client.task(kind="cleanup_tmp")
+    async def cleanup_tmp(job: Job[Any]) -> None:
+        return None
+
+    for kind, name in (
+        (SendEmail, "Send email"),
+        (ResizeImage, "Resize image"),
+        (SyncInventory, "Sync inventory"),
+        (ChargeCard, "Charge card"),
+        (AwaitPayment, "Await payment"),
+        (BuildReport, "Build report"),
+    ):
+        client.job_kind_descriptor(kind, display_name=name, owner="oncall")
+    client.job_kind_descriptor(
+        "legacy_export",
+        display_name="Legacy export",
+        description="Retired: no runtime publishes this kind any more.",
+        owner="data",
+    )
+
+
+@dataclass(frozen=True)
+class Incident:
+    """Ids of the seeded jobs, by role."""
+
+    emails: tuple[int, ...]
+    resized: int
+    failed: int  # three attempts; entry #2 kept an output
+    dead: int  # dead-lettered with an output in its error entry
+    waiting: int  # waiting for a callback
+    available: int
+    scheduled: int
+    retryable: int
+    cancelled: int
+    untyped: int  # completed, kind without a declared output
+
+
+async def work(client: Client, queue: str) -> None:
+    result = await work_one(client, [queue])
+    assert result is not None, f"nothing to work in queue {queue}"
+
+
+async def promote(client: Client, conn: asyncpg.Connection, job_id: int) -> None:
+    """Make a retryable job due now and let maintenance promote it."""
+    await conn.execute("UPDATE deferred_jobs SET run_at = now() - interval '1 second' WHERE job_id = $1", job_id)
+    await client.run_maintenance()
+
+
+async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
+    """Every state the console shows, worked through the real executor, in id order."""
+    register(client)
+    await client.configure_queue("payments", dlq=True)
+    emails = []
+    for n in range(3):
+        row = await client.insert(SendEmail(to=f"user{n + 1}@example.com", template="welcome"))
+        await work(client, "mail")
+        emails.append(row.id)
+    resized = await client.insert(
+        ResizeImage(image_id=101, width=1600, height=1200), tags=["upload"], metadata={"uploaded_by": "ana"}
+    )
+    await work(client, "images")
+    failed = await client.insert(SyncInventory(warehouse="eu-3"), max_attempts=3)
+    for attempt in range(3):
+        if attempt:
+            await promote(client, conn, failed.id)
+        await work(client, "default")
+    dead = await client.insert(ChargeCard(order_id=512, amount_cents=4900), max_attempts=1)
+    await work(client, "payments")
+    waiting = await client.insert(AwaitPayment(order_id=901, provider="adyen"))
+    await work(client, "webhooks")
+    available = await client.insert(SendEmail(to="late@example.com", template="receipt"))
+    scheduled = await client.insert(BuildReport(report="weekly-finance", seconds=5), run_at=FIXED_NOW + timedelta(days=3650))
+    retryable = await client.insert(SyncInventory(warehouse="us-1"), max_attempts=5)
+    await work(client, "default")
+    cancelled = await client.insert(SendEmail(to="typo@exmaple.com", template="welcome"))
+    await client.cancel_job(cancelled.id)
+    untyped = await client.insert({"path": "/tmp/export-17"}, kind="cleanup_tmp")
+    await work(client, "default")
+    await client.sync_descriptors()
+    await pin(conn)
+    return Incident(
+        emails=tuple(emails),
+        resized=resized.id,
+        failed=failed.id,
+        dead=dead.id,
+        waiting=waiting.id,
+        available=available.id,
+        scheduled=scheduled.id,
+        retryable=retryable.id,
+        cancelled=cancelled.id,
+        untyped=untyped.id,
+    )
+
+
+def _errors_at(table: str) -> str:
+    return f"""
+UPDATE {table} t SET payload = jsonb_set(t.payload, '{{errors}}', (
+    SELECT jsonb_agg(e || jsonb_build_object('at', to_char(
+        ($1::timestamptz + t.job_id * interval '5 minutes' + (e->>'attempt')::int * interval '1 minute')
+        AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"+00:00"')) ORDER BY ord)
+      FROM jsonb_array_elements(t.payload->'errors') WITH ORDINALITY AS x(e, ord)))
+ WHERE t.payload ? 'errors'
+"""
+
+
+PIN = [
+    """UPDATE ready_entries SET created_at = $1::timestamptz + job_id * interval '5 minutes',
+              run_at = $1::timestamptz + job_id * interval '5 minutes' + (run_lease - 1) * interval '1 minute',
+              attempted_at = CASE WHEN attempted_at IS NULL THEN NULL
+                                  ELSE $1::timestamptz + job_id * interval '5 minutes' + run_lease * interval '1 minute' END""",
+    """UPDATE deferred_jobs SET created_at = $1::timestamptz + job_id * interval '5 minutes',
+              run_at = CASE WHEN state = 'scheduled' THEN $2::timestamptz + interval '3 days' ELSE $2::timestamptz + interval '90 seconds' END,
+              attempted_at = CASE WHEN attempted_at IS NULL THEN NULL
+                                  ELSE $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute' END""",
+    """UPDATE claim_batches SET claimed_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '1 minute',
+              deadline_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '31 minutes'""",
+    "UPDATE done_entries SET finalized_at = $1::timestamptz + job_id * interval '5 minutes' + interval '2 minutes'",
+    "UPDATE receipt_completion_batches SET finalized_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '2 minutes'",
+    """UPDATE dlq_entries SET created_at = $1::timestamptz + job_id * interval '5 minutes',
+              run_at = $1::timestamptz + job_id * interval '5 minutes',
+              attempted_at = $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute',
+              finalized_at = $1::timestamptz + job_id * interval '5 minutes' + interval '2 minutes',
+              dlq_at = $1::timestamptz + job_id * interval '5 minutes' + interval '2 minutes'""",
+    """UPDATE attempt_state SET heartbeat_at = $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute',
+              callback_timeout_at = CASE WHEN callback_timeout_at IS NULL THEN NULL ELSE $2::timestamptz + interval '55 minutes' END,
+              callback_id = CASE WHEN callback_id IS NULL THEN NULL
+                                 ELSE '4f1c9a2e-5b7d-4c3a-9e1f-' || lpad(job_id::text, 12, '0') END""",
+    _errors_at("ready_entries"),
+    _errors_at("deferred_jobs"),
+    _errors_at("done_entries"),
+    _errors_at("dlq_entries"),
+]
+
+PIN_DESCRIPTORS = [
+    "UPDATE awa.job_kind_descriptors SET created_at = $1::timestamptz - interval '30 days',"
+    " updated_at = $1::timestamptz - interval '2 days',"
+    " last_seen_at = $1::timestamptz - interval '40 seconds', sync_interval_seconds = 315360000",
+    "UPDATE awa.job_kind_descriptors SET last_seen_at = $1::timestamptz - interval '20 days',"
+    " updated_at = $1::timestamptz - interval '90 days', sync_interval_seconds = 60"
+    " WHERE kind = 'legacy_export'",
+]
+DROP_OTHER_DESCRIPTORS = "DELETE FROM awa.job_kind_descriptors WHERE kind <> ALL($1::text[])"
+
+
+async def pin(conn: asyncpg.Connection) -> None:
+    """Fixed timestamps and callback ids for everything the console displays.
+
+    Descriptors live in the shared control schema: other tests' kinds are dropped so the
+    kinds screen lists exactly this scenario's.
+    """
+    async with conn.transaction():
+        for statement in PIN:
+            await conn.execute(statement, T0, FIXED_NOW) if "$2" in statement else await conn.execute(statement, T0)
+        await conn.execute(DROP_OTHER_DESCRIPTORS, list(KINDS))
+        for statement in PIN_DESCRIPTORS:
+            await conn.execute(statement, FIXED_NOW)
+
+
+async def with_client(dsn: str, schema: str, seeder: Any) -> Any:
+    """Run ``seeder(client, conn)`` on a fresh connection pair (snapshot tests run this under asyncio.run)."""
+    async with await Client.connect(dsn, schema) as client, connect_once(dsn) as conn:
+        await conn.execute(f"SET search_path TO {schema}")
+        return await seeder(client, conn)
+
+
+def seed_sync(dsn: str, schema: str, seeder: Any) -> Any:
+    return asyncio.run(with_client(dsn, schema, seeder))
+
