@@ -48,7 +48,7 @@ class AwaApp(App[int]):
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("K", "kinds", "Kinds", id="app.kinds"),
         Binding("L", "dlq", "DLQ", id="app.dlq"),
-        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
     read_only_reason: reactive[str | None] = reactive(None)

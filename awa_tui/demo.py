@@ -16,7 +16,7 @@ import random
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel
 
@@ -261,14 +261,14 @@ class DemoWorkload:
         self.rng = random.Random(seed_value)
 
     async def start(self) -> Client:
-        client = await DemoClient.connect(self.dsn, self.schema)
+        client = cast(DemoClient, await DemoClient.connect(self.dsn, self.schema))
         register(client)
         await seed(client, self.rng)
         await client.start()
         client.feeder = asyncio.get_running_loop().create_task(feed(client, self.rng))
         if not self.read_only:
             return client
-        console = await DemoClient.connect(self.dsn, self.schema, read_only=True)
+        console = cast(DemoClient, await DemoClient.connect(self.dsn, self.schema, read_only=True))
         console.workload = client  # the console reads through a read-only session
         return console
 
@@ -290,7 +290,7 @@ def run_demo(args: argparse.Namespace) -> int:
     ensure_runtime_dir()
     with tempfile.TemporaryDirectory(prefix="awa-demo-pg-") as data_dir:
         print("awa-tui: starting the embedded PostgreSQL for the demo…", file=sys.stderr)
-        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        server = pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
         try:
             dsn = str(server.get_uri())
             try:

@@ -62,32 +62,16 @@ def check_output(
         )
     size = len(text.encode())
     limit = f"{size_text(size)} of {size_text(MAX_OUTPUT_BYTES)}"
+    label = type_name or "declared"
     if schema is not None:
         reason = validate_against_schema(text, schema)
         if reason is not None:
-            path = reason.split(":", 1)[0]
-            label = type_name or "declared"
-            return OutputCheck(
-                False,
-                value,
-                text,
-                size,
-                "schema",
-                path,
-                f"schema at {path}: does not fit the {label} schema:{reason.split(':', 1)[1]} ({limit})",
-            )
-        return OutputCheck(
-            True,
-            value,
-            text,
-            size,
-            None,
-            None,
-            f"{limit} · fits the {type_name or 'declared'} schema",
-        )
-    return OutputCheck(
-        True, value, text, size, None, None, f"{limit} · no schema declared for this kind"
-    )
+            path, _, problem = reason.partition(": ")
+            message = f"schema at {path}: {problem} (does not fit the {label} schema; {limit})"
+            return OutputCheck(False, value, text, size, "schema", path, message)
+        return OutputCheck(True, value, text, size, None, None, f"{limit} · fits the {label} schema")
+    message = f"{limit} · no schema declared for this kind"
+    return OutputCheck(True, value, text, size, None, None, message)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ Everything here is independent of any one benchmark:
 
 * :func:`embedded_or_dsn` gives a DSN: the caller's, or one for a throw-away embedded
   PostgreSQL (pgserver) that is stopped and deleted afterwards.
-* :func:`wal_lsn`, :func:`wal_bytes_since`, :func:`checkpoint` and :func:`relations_size`
-  measure what a workload wrote. WAL deltas are only meaningful while the benchmark is the
-  only writer on the server.
+* :func:`wal_lsn`, :func:`wal_bytes_since`, :func:`checkpoint`, :func:`relations_size`
+  and :func:`table_sizes` measure what a workload wrote. WAL deltas are only meaningful
+  while the benchmark is the only writer on the server.
+* :func:`percentile` and :func:`latency_stats` summarise latency samples.
+* :func:`base_parser` and :func:`command_line` give every script the same ``--quick``,
+  ``--dsn`` and ``--out`` options and a printable (DSN-free) invocation.
 * :class:`Stat` summarises repeated samples as median and min-max, including paired
   ratios/differences against a baseline measured in the same rounds.
 * :class:`Table`, :func:`print_table` and :func:`write_results` render results to the
@@ -21,6 +24,7 @@ as parameters.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import contextlib
@@ -29,6 +33,7 @@ import importlib
 import os
 import platform
 import re
+import shlex
 import shutil
 import statistics
 import sys
@@ -50,13 +55,19 @@ __all__ = [
     "ResultFiles",
     "Stat",
     "Table",
+    "base_parser",
     "checkpoint",
+    "command_line",
     "embedded_or_dsn",
     "ident",
+    "latency_stats",
     "machine_info",
+    "percentile",
     "print_table",
     "qualified",
     "relations_size",
+    "schema_tables",
+    "table_sizes",
     "wal_bytes_since",
     "wal_lsn",
     "write_results",
@@ -184,19 +195,68 @@ async def checkpoint(conn: Connection) -> bool:
     return True
 
 
+_TREE_SIZE = (
+    "SELECT t.name, coalesce(sum(pg_total_relation_size(p.relid)), 0)::bigint AS size"
+    " FROM unnest($2::text[]) AS t(name),"
+    " LATERAL pg_partition_tree(format('%I.%I', $1::text, t.name)::regclass) AS p"
+    " GROUP BY t.name"
+)
+
+
 async def relations_size(conn: Connection, schema: str, tables: Iterable[str]) -> int:
-    """Return the summed ``pg_total_relation_size`` (heap, TOAST, indexes, forks) of tables."""
+    """Return the summed ``pg_total_relation_size`` (heap, TOAST, indexes, forks) of tables.
+
+    A partitioned table counts with all of its partitions (its own size is always zero).
+    """
+    return sum((await table_sizes(conn, schema, tables)).values())
+
+
+async def table_sizes(conn: Connection, schema: str, tables: Iterable[str]) -> dict[str, int]:
+    """Return ``pg_total_relation_size`` per table, partitions summed into their parent."""
     ident(schema)
     names = list(tables)
     for name in names:
         ident(name)
-    size = await conn.fetchval(
-        "SELECT coalesce(sum(pg_total_relation_size(format('%I.%I', $1::text, t)::regclass)), 0)"
-        "::bigint FROM unnest($2::text[]) AS t",
+    rows = await conn.fetch(_TREE_SIZE, schema, names)
+    found = {str(r["name"]): int(r["size"]) for r in rows}
+    return {name: found.get(name, 0) for name in names}
+
+
+async def schema_tables(conn: Connection, schema: str) -> list[str]:
+    """Return the top-level tables of ``schema``: plain and partitioned, not partitions."""
+    ident(schema)
+    rows = await conn.fetch(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition"
+        " ORDER BY c.relname",
         schema,
-        names,
     )
-    return int(size)
+    return [str(r["relname"]) for r in rows]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0..1) of ``values`` by linear interpolation between order stats."""
+    if not values:
+        raise ValueError("percentile needs at least one value")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError("q must be within 0..1")
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def latency_stats(samples: Sequence[float]) -> dict[str, float]:
+    """Median, p95, p99, min and max of latency samples, in the samples' unit."""
+    return {
+        "median": statistics.median(samples),
+        "p95": percentile(samples, 0.95),
+        "p99": percentile(samples, 0.99),
+        "min": min(samples),
+        "max": max(samples),
+        "n": float(len(samples)),
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -462,6 +522,47 @@ def write_results(
     md_path = out / f"{name}.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
     return ResultFiles(json_path, md_path)
+
+
+# --------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------
+
+
+def base_parser(name: str, description: str | None, *, quick_help: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every benchmark script shares.
+
+    ``--quick`` (help text ``quick_help``), ``--dsn`` (benchmark that server instead of an
+    embedded one) and ``--out`` (results directory, default ``benchmarks/results``).
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=description)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--dsn", help="benchmark this server instead of an embedded one")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results"),
+        help=f"directory for {name}.json and {name}.md, created if missing (default: %(default)s)",
+    )
+    return parser
+
+
+def command_line(name: str, argv: Sequence[str]) -> str:
+    """``python -m benchmarks.<name> ...`` with any ``--dsn`` value (may hold a password) hidden."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            shown.append("<dsn>")
+            hide_next = False
+        elif arg == "--dsn":
+            shown.append(arg)
+            hide_next = True
+        elif arg.startswith("--dsn="):
+            shown.append("--dsn=<dsn>")
+        else:
+            shown.append(arg)
+    return shlex.join(["python", "-m", f"benchmarks.{name}", *shown])
 
 
 # --------------------------------------------------------------------------------------

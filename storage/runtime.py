@@ -16,6 +16,7 @@ from storage.claim import ClaimedJob
 from storage.descriptors import SYNC_INTERVAL_SECONDS
 from storage.finalize import AttemptRef
 from storage.job import Job
+from storage.listing import OPEN_ATTEMPTS
 from storage.maintenance import MaintenanceSettings
 
 if TYPE_CHECKING:
@@ -33,8 +34,15 @@ SELECT u.job_id, u.run_lease, u.claim_id, now(), u.progress
 ON CONFLICT (job_id, run_lease) DO UPDATE
    SET heartbeat_at = now(), progress = COALESCE(excluded.progress, s.progress)
 """
-AVAILABLE_IN = """
+# Work left in these queues: claimable rows, or attempts still running anywhere (including
+# ones a dead worker left behind, which maintenance will rescue).
+WORK_LEFT = f"""
+WITH {OPEN_ATTEMPTS}
 SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim_seq < next_seq)
+    OR EXISTS (SELECT 1 FROM open o
+                 JOIN ready_entries r USING (job_id, run_lease)
+                 LEFT JOIN attempt_state s USING (job_id, run_lease)
+                WHERE r.queue = ANY($1::text[]) AND COALESCE(s.state, 'running') = 'running')
 """
 
 
@@ -108,18 +116,17 @@ class Runtime:
             entry[1][0]._cancelled.set()
 
     async def wait_quiet(self) -> None:
-        """Wait until a claim came back empty with no handler running."""
+        """Wait until a claim (at the dispatcher's own pace) came back empty with nothing running."""
         self._quiet.clear()
-        self._wake.set()
         await self._quiet.wait()
         await self.client.batcher.drain()
 
     async def idle(self) -> bool:
-        """No handler running, nothing to flush, and nothing claimable in our queues."""
+        """No handler running here, nothing to flush, nothing claimable or running in our queues."""
         if self.inflight or not self.client.batcher.idle:
             return False
         async with self.client.pool.acquire() as conn:
-            return not await conn.fetchval(AVAILABLE_IN, self.queues)
+            return not await conn.fetchval(WORK_LEFT, self.queues)
 
     async def _dispatch(self) -> None:
         while not self._stopping:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, cast
 
-from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, SuspendNotSupported
@@ -23,7 +22,7 @@ from awa_tui.errors import describe
 from awa_tui.present import state_text
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.validation import OutputCheck, check_output, check_payload
-from awa_tui.widgets.json_view import json_syntax
+from awa_tui.widgets.json_view import JsonView
 from storage import (
     AwaError,
     CallbackNotFound,
@@ -54,7 +53,7 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "submit", "Complete", id="complete.submit", priority=True),
-        Binding("ctrl+e", "edit_external", "$EDITOR", id="complete.editor"),
+        Binding("ctrl+o", "edit_external", "$EDITOR", id="complete.editor", priority=True),
         Binding("escape", "close", "Close", id="complete.close"),
     ]
 
@@ -110,16 +109,20 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             yield Static("", id="payload-check")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Complete… (ctrl+s)", id="submit", variant="success")
-                yield Button("Edit in $EDITOR (ctrl+e)", id="editor")
+                yield Button("Edit in $EDITOR (ctrl+o)", id="editor")
                 yield Button("Close (esc)", id="close")
             yield Static("", id="result")
+            yield JsonView(id="result-output")
             if self.schema is not None:
                 yield Label(f"Declared schema ({declared})", classes="field-label")
-                yield Static(json_syntax(_pretty(self.schema)), id="schema-view")
+                yield JsonView(id="schema-view")
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#output-editor", TextArea).focus()
+        if self.schema is not None:
+            self.query_one("#schema-view", JsonView).show_value(self.schema)
+        self.query_one("#result-output", JsonView).display = False
         self.revalidate()
 
     # -- live validation ----------------------------------------------------------------------
@@ -213,6 +216,12 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
 
     def on_callback_answered(self, message: CallbackAnswered) -> None:
         self.query_one("#result", Static).update(self.result_renderable(message))
+        stored = self.query_one("#result-output", JsonView)
+        if message.row is not None and message.row.output_text is not None:
+            stored.show_text(message.row.output_text)
+            stored.display = True
+        else:
+            stored.display = False
         if message.outcome == "completed":
             self.completed = True
             self.result = message.row
@@ -221,9 +230,9 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             self.query_one("#close", Button).focus()
         self.query_one("#result", Static).scroll_visible()
 
-    def result_renderable(self, message: CallbackAnswered) -> RenderableType:
+    def result_renderable(self, message: CallbackAnswered) -> Text:
         row = message.row
-        parts: list[RenderableType] = []
+        parts: list[Text] = []
         match message.outcome:
             case "completed":
                 assert row is not None
@@ -257,11 +266,11 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
                 )
             )
             if row.output_text is not None:
-                parts.append(
-                    Text(f"Stored output ({len(row.output_text.encode()):,} B):", style="bold")
-                )
-                parts.append(json_syntax(row.output_text))
-        return Group(*parts)
+                size = len(row.output_text.encode())
+                parts.append(Text(f"Stored output, exactly as stored ({size:,} B):", style="bold"))
+            else:
+                parts.append(Text("The job has no stored output.", style="dim"))
+        return Text("\n").join(parts)
 
     # -- $EDITOR ------------------------------------------------------------------------------
     def action_edit_external(self) -> None:
@@ -285,8 +294,3 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
     def action_close(self) -> None:
         self.dismiss(self.result)
 
-
-def _pretty(value: object) -> str:
-    from awa_tui.widgets.json_view import pretty_json
-
-    return pretty_json(value)

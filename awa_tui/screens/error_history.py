@@ -30,7 +30,7 @@ class ErrorHistoryScreen(AwaScreen):
         Binding("o", "kept", "Kept output", id="errors.kept"),
         Binding("p", "pretty", "Pretty/exact", id="errors.pretty"),
         Binding("y", "copy", "Copy output", id="errors.copy"),
-        Binding("ctrl+s", "save", "Save JSON", id="errors.save"),
+        Binding("ctrl+s", "save", "Save JSON", show=False, id="errors.save"),
         Binding("j", "down", "Down", show=False, id="errors.down"),
         Binding("k", "up", "Up", show=False, id="errors.up"),
     ]

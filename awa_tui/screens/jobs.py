@@ -35,19 +35,19 @@ class JobsScreen(AwaScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_job", "Open", id="jobs.open"),
         Binding("slash", "focus_filter", "Filter", id="jobs.filter"),
-        Binding("left_square_bracket", "tab(-1)", "Prev tab", key_display="[", id="jobs.prev"),
-        Binding("right_square_bracket", "tab(1)", "Next tab", key_display="]", id="jobs.next"),
+        Binding("left_square_bracket", "tab(-1)", "Prev tab", key_display="[", show=False, id="jobs.prev"),
+        Binding("right_square_bracket", "tab(1)", "Next tab", key_display="]", show=False, id="jobs.next"),
         Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
-        Binding("n", "next_page", "More", id="jobs.more"),
+        Binding("n", "next_page", "More", show=False, id="jobs.more"),
         Binding("r", "refresh", "Refresh", id="jobs.refresh"),
         Binding("p", "toggle_pause", "Pause", id="jobs.pause"),
         Binding("plus", "interval(-1)", "Faster", show=False, key_display="+", id="jobs.faster"),
         Binding("minus", "interval(1)", "Slower", show=False, key_display="-", id="jobs.slower"),
         Binding("R", "retry", "Retry", id="jobs.retry"),
-        Binding("X", "cancel", "Cancel job", id="jobs.cancel"),
+        Binding("X", "cancel", "Cancel", id="jobs.cancel"),
         Binding("D", "delete", "Delete", id="jobs.delete"),
         Binding("A", "bulk_matching", "All matching…", id="jobs.bulk"),
-        Binding("y", "copy", "Copy id", id="jobs.copy"),
+        Binding("y", "copy", "Copy id", show=False, id="jobs.copy"),
         Binding("ctrl+s", "save", "Save JSON", show=False, id="jobs.save"),
         Binding("escape", "clear", "Clear", show=False, id="jobs.clear"),
     ]
@@ -206,6 +206,7 @@ class JobsScreen(AwaScreen):
             else f"live refresh every {self.interval:g}s (p pauses, +/-)"
         )
         parts.append(live)
+        parts.append("[ ] tabs · ? keys")
         self.query_one("#status", Static).update(" · ".join(parts))
 
     # -- events -------------------------------------------------------------------------------

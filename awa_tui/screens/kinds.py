@@ -5,20 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
-from rich.console import Group, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Header, Label, Static
 
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import both
-from awa_tui.widgets.json_view import json_syntax, pretty_json
+from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
 from storage import JobState, KindSummary
 
@@ -55,6 +55,10 @@ class KindsScreen(AwaScreen):
         yield DataTable(id="kinds-table", cursor_type="row")
         with VerticalScroll(id="kind-detail"):
             yield Static("", id="kind-descriptor")
+            yield Label("Output schema", classes="section-title", id="kind-schema-title")
+            yield JsonView(id="kind-schema", empty="(no schema published)")
+            yield Label("Extra", classes="section-title", id="kind-extra-title")
+            yield JsonView(id="kind-extra")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -126,9 +130,18 @@ class KindsScreen(AwaScreen):
     def show_kind(self, index: int) -> None:
         if not 0 <= index < len(self.kinds):
             return
+        summary = self.kinds[index]
         self.query_one("#kind-descriptor", Static).update(
-            descriptor_renderable(self.kinds[index], self.awa.now())
+            descriptor_renderable(summary, self.awa.now())
         )
+        d = summary.descriptor
+        schema = d.output_schema if d is not None else None
+        extra = d.extra if d is not None else {}
+        self.query_one("#kind-schema", JsonView).show_value(schema)
+        self.query_one("#kind-extra", JsonView).show_value(extra)
+        for name, shown in (("schema", d is not None), ("extra", bool(extra))):
+            self.query_one(f"#kind-{name}-title").display = shown
+            self.query_one(f"#kind-{name}").display = shown
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -205,9 +218,4 @@ def descriptor_renderable(summary: KindSummary, now: datetime) -> RenderableType
             "Stale",
             Text("no running runtime has re-published this descriptor recently", style="yellow"),
         )
-    parts: list[RenderableType] = [grid]
-    if d.extra:
-        parts += [Text("Extra", style="bold"), json_syntax(pretty_json(d.extra))]
-    if d.output_schema is not None:
-        parts += [Text("Output schema", style="bold"), json_syntax(pretty_json(d.output_schema))]
-    return Group(*parts)
+    return grid

@@ -55,7 +55,7 @@ class BulkActionModal(ModalScreen[JobAction | None]):
             )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(JobAction(event.option.id))
+        self.dismiss(JobAction(str(event.option.id)))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

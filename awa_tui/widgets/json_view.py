@@ -1,12 +1,16 @@
-"""JSON rendered with syntax highlighting: exact text (outputs) or a value pretty-printed."""
+"""JSON rendered with syntax highlighting: exact text (outputs) or a value pretty-printed.
+
+Highlighting uses Textual's own highlighter, so colours follow the theme (and NO_COLOR).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
-from rich.syntax import Syntax
 from rich.text import Text
+from textual.content import Content
+from textual.highlight import highlight
 from textual.widgets import Static
 
 
@@ -14,19 +18,13 @@ def pretty_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
-def json_syntax(text: str) -> Syntax:
-    """Highlighted, wrapped, on the terminal's own background."""
-    return Syntax(
-        text,
-        "json",
-        theme="ansi_dark",
-        word_wrap=True,
-        background_color="default",
-    )
+def json_content(text: str) -> Content:
+    """``text`` highlighted as JSON, character for character."""
+    return highlight(text, language="json")
 
 
 class JsonView(Static):
-    """A titled JSON value (args, metadata, progress, a schema). Empty values say so."""
+    """A JSON value (args, metadata, progress, a schema). Empty values say so."""
 
     DEFAULT_CSS = """
     JsonView { height: auto; }
@@ -42,9 +40,9 @@ class JsonView(Static):
         if value is None or value == {} or value == []:
             self.update(Text(self.empty, style="dim"))
         else:
-            self.update(json_syntax(pretty_json(value)))
+            self.update(json_content(pretty_json(value)))
 
     def show_text(self, text: str) -> None:
         """Exactly ``text``, highlighted, nothing reformatted."""
         self.value = text
-        self.update(json_syntax(text))
+        self.update(json_content(text))

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.console import Group, RenderableType
+import orjson
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from awa_tui.present import size_text
-from awa_tui.widgets.json_view import json_syntax, pretty_json
+from awa_tui.widgets.json_view import json_content, pretty_json
 from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState
 from storage.output import validate_against_schema
 
@@ -94,6 +95,7 @@ class OutputPanel(Vertical):
     OutputPanel { height: auto; }
     OutputPanel > .output-head { height: auto; }
     OutputPanel > .output-body { height: auto; }
+    OutputPanel > .output-note { height: auto; }
     """
 
     pretty: reactive[bool] = reactive(False)
@@ -104,9 +106,10 @@ class OutputPanel(Vertical):
         self.facts: OutputFacts | None = None
         self.note: str | None = None
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self) -> ComposeResult:
         yield Static(classes="output-head")
         yield Static(classes="output-body")
+        yield Static(classes="output-note")
 
     def show(
         self,
@@ -129,19 +132,18 @@ class OutputPanel(Vertical):
             return
         head = self.query_one(".output-head", Static)
         body = self.query_one(".output-body", Static)
+        note = self.query_one(".output-note", Static)
         head.update(self._head(facts))
+        notes = [self.note] if self.note else []
         if facts.text is None:
             body.update(Text(facts.absence or "No output.", style="italic"))
-            return
-        parts: list[RenderableType] = []
-        if self.pretty:
-            parts.append(json_syntax(pretty_json(_loads(facts.text))))
-            parts.append(Text("(pretty-printed view; p shows the exact stored text)", style="dim"))
+        elif self.pretty:
+            body.update(json_content(pretty_json(orjson.loads(facts.text))))
+            notes.insert(0, "Pretty-printed view; p shows the exact stored text.")
         else:
-            parts.append(json_syntax(facts.text))
-        if self.note:
-            parts.append(Text(self.note, style="dim"))
-        body.update(Group(*parts))
+            body.update(json_content(facts.text))
+        note.update(Text("\n".join(notes), style="dim"))
+        note.display = bool(notes)
 
     def _head(self, facts: OutputFacts) -> Text:
         head = Text()
@@ -162,8 +164,3 @@ class OutputPanel(Vertical):
             head.append(mark + facts.schema_verdict, style=style)
         return head
 
-
-def _loads(text: str) -> object:
-    import orjson
-
-    return orjson.loads(text)

@@ -24,6 +24,17 @@ Args = dict[str, int]
 LEADER_KEY = 6386273
 
 
+async def _noop(job: Job[Args]) -> None:
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _kinds(client: Client) -> None:
+    """Kinds these tests insert without running a handler for them."""
+    for kind in ("m_noop", "m_live"):
+        client.task(kind=kind)(_noop)
+
+
 async def _claim_one(client: Client, deadline: float = 1800.0) -> ClaimedJob:
     async with client.pool.acquire() as c:
         (claimed,) = await claim_batch(c, ["default"], 1, deadline)
@@ -219,10 +230,8 @@ async def small_ring(migrated_dsn: str, schema: str) -> AsyncIterator[Client]:
         await c.execute("SELECT awa.install_queue_storage($1, 3, 3)", name)
     async with await Client.connect(migrated_dsn, name) as client:
 
-        @client.task(kind="m_filler", queue="filler")
-        async def filler(job: Job[Args]) -> None:
-            return None
-
+        client.task(kind="m_filler", queue="filler")(_noop)
+        client.task(kind="m_live")(_noop)
         yield client
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 import pytest
 from textual.pilot import Pilot
@@ -17,7 +19,7 @@ async def incident(client: Client, conn: asyncpg.Connection) -> Incident:
     return await seed_incident(client, conn)
 
 
-async def settle(pilot: Pilot[object]) -> None:
+async def settle(pilot: Pilot[Any]) -> None:
     """Wait until no worker runs and no message is pending (workers start more workers)."""
     app = pilot.app
     for _ in range(50):
@@ -26,12 +28,14 @@ async def settle(pilot: Pilot[object]) -> None:
         busy = [w for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)]
         if not busy:
             await pilot.pause()
-            if not [w for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)]:
+            if not [
+                w for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+            ]:
                 return
     raise AssertionError("the app did not settle")
 
 
-def freeze_cursors(pilot: Pilot[object]) -> None:
+def freeze_cursors(pilot: Pilot[Any]) -> None:
     """No blinking cursors in snapshots."""
     for widget in pilot.app.screen.query(Input):
         widget.cursor_blink = False

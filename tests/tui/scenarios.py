@@ -66,14 +66,21 @@ def register(client: Client) -> None:
     @client.task(SendEmail, output=EmailReceipt, queue="mail")
     async def send_email(job: Job[SendEmail]) -> None:
         job.set_output(
-            EmailReceipt(message_id=f"msg-{job.id:06d}", accepted=[job.args.to], provider="postmark")
+            EmailReceipt(
+                message_id=f"msg-{job.id:06d}", accepted=[job.args.to], provider="postmark"
+            )
         )
 
     @client.task(ResizeImage, output=Thumbnail, queue="images")
     async def resize_image(job: Job[ResizeImage]) -> None:
         w, h = job.args.width // 4, job.args.height // 4
         job.set_output(
-            Thumbnail(url=f"https://cdn.example/t/{job.args.image_id}.webp", width=w, height=h, bytes=w * h // 3)
+            Thumbnail(
+                url=f"https://cdn.example/t/{job.args.image_id}.webp",
+                width=w,
+                height=h,
+                bytes=w * h // 3,
+            )
         )
 
     @client.task(SyncInventory, output=SyncReport)
@@ -87,7 +94,9 @@ def register(client: Client) -> None:
     @client.task(ChargeCard, output=ChargeAttempt, queue="payments")
     async def charge_card(job: Job[ChargeCard]) -> None:
         if job.args.amount_cents % 7 == 0:
-            job.set_output(ChargeAttempt(provider="stripe", decline_code="insufficient_funds", retryable=False))
+            job.set_output(
+                ChargeAttempt(provider="stripe", decline_code="insufficient_funds", retryable=False)
+            )
             raise TerminalError("card declined: insufficient_funds")
         job.set_output(ChargeAttempt(provider="stripe", decline_code=None, retryable=False))
 
@@ -143,7 +152,9 @@ async def work(client: Client, queue: str) -> None:
 
 async def promote(client: Client, conn: asyncpg.Connection, job_id: int) -> None:
     """Make a retryable job due now and let maintenance promote it."""
-    await conn.execute("UPDATE deferred_jobs SET run_at = now() - interval '1 second' WHERE job_id = $1", job_id)
+    await conn.execute(
+        "UPDATE deferred_jobs SET run_at = now() - interval '1 second' WHERE job_id = $1", job_id
+    )
     await client.run_maintenance()
 
 
@@ -157,7 +168,9 @@ async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
         await work(client, "mail")
         emails.append(row.id)
     resized = await client.insert(
-        ResizeImage(image_id=101, width=1600, height=1200), tags=["upload"], metadata={"uploaded_by": "ana"}
+        ResizeImage(image_id=101, width=1600, height=1200),
+        tags=["upload"],
+        metadata={"uploaded_by": "ana"},
     )
     await work(client, "images")
     failed = await client.insert(SyncInventory(warehouse="eu-3"), max_attempts=3)
@@ -170,7 +183,9 @@ async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
     waiting = await client.insert(AwaitPayment(order_id=901, provider="adyen"))
     await work(client, "webhooks")
     available = await client.insert(SendEmail(to="late@example.com", template="receipt"))
-    scheduled = await client.insert(BuildReport(report="weekly-finance", seconds=5), run_at=FIXED_NOW + timedelta(days=3650))
+    scheduled = await client.insert(
+        BuildReport(report="weekly-finance", seconds=5), run_at=FIXED_NOW + timedelta(days=3650)
+    )
     retryable = await client.insert(SyncInventory(warehouse="us-1"), max_attempts=5)
     await work(client, "default")
     cancelled = await client.insert(SendEmail(to="typo@exmaple.com", template="welcome"))
@@ -251,7 +266,9 @@ async def pin(conn: asyncpg.Connection) -> None:
     """
     async with conn.transaction():
         for statement in PIN:
-            await conn.execute(statement, T0, FIXED_NOW) if "$2" in statement else await conn.execute(statement, T0)
+            await conn.execute(
+                statement, T0, FIXED_NOW
+            ) if "$2" in statement else await conn.execute(statement, T0)
         await conn.execute(DROP_OTHER_DESCRIPTORS, list(KINDS))
         for statement in PIN_DESCRIPTORS:
             await conn.execute(statement, FIXED_NOW)
@@ -266,4 +283,3 @@ async def with_client(dsn: str, schema: str, seeder: Any) -> Any:
 
 def seed_sync(dsn: str, schema: str, seeder: Any) -> Any:
     return asyncio.run(with_client(dsn, schema, seeder))
-

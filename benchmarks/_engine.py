@@ -1,0 +1,254 @@
+"""Shared plumbing for the benchmarks that drive the real engine (``storage``).
+
+* :func:`prepare` migrates a server once; :func:`new_queue_schema` installs a fresh
+  queue-storage schema per measured run and :func:`drop_queue_schema` removes it again, so
+  every run starts from empty tables and the server never accumulates old runs (whose
+  autovacuum would otherwise write WAL inside later measurement windows).
+* :func:`insert_all` inserts jobs through ``Client.insert_many`` in batches.
+* :func:`completion_totals` reads back what a run stored (compact and general terminal rows,
+  batch rows, claim batches, outputs), so every run is checked, not assumed.
+* :func:`autovacuum_count` reports autovacuum/autoanalyze activity on a schema, recorded
+  with each WAL measurement.
+* The output shapes are the ADR's benchmark shapes from :mod:`benchmarks.completion_statements`
+  (100 B summary object, ~4 KiB numeric array, ~4 KiB many-key object), parsed to Python
+  values so handlers record them through ``job.set_output`` like user code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from benchmarks._harness import Connection, ident
+from benchmarks.completion_statements import MANY_KEYS, NUMERIC, SMALL, Shape
+from storage import Client, migrate
+
+__all__ = [
+    "INSERT_BATCH",
+    "MANY_KEYS",
+    "NUMERIC",
+    "SMALL",
+    "CompletionTotals",
+    "Noop",
+    "Shape",
+    "StatementTimer",
+    "autovacuum_count",
+    "completion_totals",
+    "drop_queue_schema",
+    "insert_all",
+    "log",
+    "new_queue_schema",
+    "output_values",
+    "prepare",
+    "shuffled",
+]
+
+INSERT_BATCH = 2_000
+"""Jobs per ``insert_many`` call (one transaction each)."""
+
+_schema_ids = itertools.count(1)
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr so stdout holds only the tables."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(slots=True)
+class Noop:
+    """The benchmark job's args, ``{"i": n}``: n picks the job's output from a pool."""
+
+    i: int
+
+
+async def prepare(dsn: str) -> None:
+    """Apply the project's migrations (idempotent)."""
+    await migrate(dsn)
+
+
+async def new_queue_schema(conn: Connection, prefix: str) -> str:
+    """Install a fresh queue-storage schema named ``<prefix>_<n>`` and return its name."""
+    while True:
+        name = f"{prefix}_{next(_schema_ids)}"
+        ident(name)
+        exists = await conn.fetchval("SELECT to_regnamespace($1) IS NOT NULL", name)
+        if not exists:
+            break
+    await conn.execute("SELECT awa.install_queue_storage($1)", name)
+    return name
+
+
+async def drop_queue_schema(conn: Connection, schema: str) -> None:
+    """Drop a queue-storage schema and its registry row."""
+    await conn.execute(f"DROP SCHEMA IF EXISTS {ident(schema)} CASCADE")
+    await conn.execute("DELETE FROM awa.queue_storage_registry WHERE schema_name = $1", schema)
+
+
+async def insert_all(
+    client: Client, args: Sequence[Any], *, batch: int = INSERT_BATCH, **options: Any
+) -> list[int]:
+    """Insert ``args`` in ``batch``-sized ``insert_many`` calls; return the job ids."""
+    ids: list[int] = []
+    for start in range(0, len(args), batch):
+        rows = await client.insert_many(args[start : start + batch], **options)
+        ids.extend(row.id for row in rows)
+    return ids
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionTotals:
+    """What a run left in its schema's terminal tables."""
+
+    compact_jobs: int
+    compact_outputs: int
+    batch_rows: int
+    batch_rows_with_outputs: int
+    claim_batches: int
+    done_completed: int
+    done_failed: int
+    done_outputs: int
+    deferred: int
+    dlq: int
+
+    @property
+    def completed(self) -> int:
+        return self.compact_jobs + self.done_completed
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "compact_jobs": self.compact_jobs,
+            "compact_outputs": self.compact_outputs,
+            "batch_rows": self.batch_rows,
+            "batch_rows_with_outputs": self.batch_rows_with_outputs,
+            "claim_batches": self.claim_batches,
+            "done_completed": self.done_completed,
+            "done_failed": self.done_failed,
+            "done_outputs": self.done_outputs,
+            "deferred": self.deferred,
+            "dlq": self.dlq,
+        }
+
+
+async def completion_totals(conn: Connection, schema: str) -> CompletionTotals:
+    """Count what ``schema`` stores (compact batches, done rows, claims, outputs)."""
+    s = ident(schema)
+    row = await conn.fetchrow(
+        f"""
+        SELECT
+          (SELECT coalesce(sum(completed_count), 0) FROM {s}.receipt_completion_batches)
+            AS compact_jobs,
+          (SELECT coalesce(sum((SELECT count(*) FROM unnest(outputs) o WHERE o IS NOT NULL)), 0)
+             FROM {s}.receipt_completion_batches) AS compact_outputs,
+          (SELECT count(*) FROM {s}.receipt_completion_batches) AS batch_rows,
+          (SELECT count(*) FROM {s}.receipt_completion_batches WHERE outputs IS NOT NULL)
+            AS batch_rows_with_outputs,
+          (SELECT count(*) FROM {s}.claim_batches) AS claim_batches,
+          (SELECT count(*) FROM {s}.done_entries WHERE state = 'completed') AS done_completed,
+          (SELECT count(*) FROM {s}.done_entries WHERE state = 'failed') AS done_failed,
+          (SELECT count(*) FROM {s}.done_entries WHERE output IS NOT NULL) AS done_outputs,
+          (SELECT count(*) FROM {s}.deferred_jobs) AS deferred,
+          (SELECT count(*) FROM {s}.dlq_entries) AS dlq
+        """
+    )
+    assert row is not None
+    return CompletionTotals(**{key: int(row[key]) for key in row.keys()})  # noqa: SIM118
+
+
+async def autovacuum_count(conn: Connection, schema: str) -> int:
+    """Autovacuum plus autoanalyze runs so far on ``schema``'s tables (and partitions)."""
+    value = await conn.fetchval(
+        "SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint"
+        " FROM pg_stat_all_tables WHERE schemaname = $1",
+        schema,
+    )
+    return int(value)
+
+
+def output_values(shape: Shape, size: int, seed: int) -> list[Any]:
+    """``size`` distinct outputs of ``shape`` as Python values (what a handler records)."""
+    values: list[Any] = [orjson.loads(text) for text in shape.pool(size, seed)]
+    for value in values[:4]:
+        text = orjson.dumps(value)
+        if len(text) > 4096:
+            raise AssertionError(f"{shape.key} output is {len(text)} B, over the 4 KiB cap")
+    return values
+
+
+def shuffled(items: Iterable[Any], seed: int) -> list[Any]:
+    """A reproducible shuffle (used for interleaving orders and sampling ids)."""
+    out = list(items)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+class StatementTimer:
+    """Time the engine's claim and compact-completion calls while a run executes.
+
+    Wraps ``storage.claim.claim_batch`` and ``storage.finalize.complete_compact`` (both are
+    called through their module attribute) for the duration of a ``with`` block and restores
+    them afterwards. Times are wall time from call to return as the runtime awaits them, so
+    they include waiting for the server and, under load, for the event loop; two completion
+    flushes may overlap. Nothing in ``storage`` is changed.
+    """
+
+    def __init__(self) -> None:
+        self.claim_calls = 0
+        self.claim_seconds = 0.0
+        self.claimed = 0
+        self.complete_calls = 0
+        self.complete_seconds = 0.0
+        self.completed = 0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> StatementTimer:
+        import time
+
+        from storage import claim, finalize
+
+        original_claim = claim.claim_batch
+        original_complete = finalize.complete_compact
+
+        async def timed_claim(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            result = await original_claim(*args, **kwargs)
+            self.claim_seconds += time.perf_counter() - started
+            self.claim_calls += 1
+            self.claimed += len(result)
+            return result
+
+        async def timed_complete(conn: Any, items: list[Any], **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            result = await original_complete(conn, items, **kwargs)
+            self.complete_seconds += time.perf_counter() - started
+            self.complete_calls += 1
+            self.completed += len(items)
+            return result
+
+        self._saved = [
+            (claim, "claim_batch", original_claim),
+            (finalize, "complete_compact", original_complete),
+        ]
+        claim.claim_batch = timed_claim
+        finalize.complete_compact = timed_complete
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module, name, original in self._saved:
+            setattr(module, name, original)
+        self._saved = []
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "claim_calls": self.claim_calls,
+            "claim_seconds": self.claim_seconds,
+            "claimed": self.claimed,
+            "complete_calls": self.complete_calls,
+            "complete_seconds": self.complete_seconds,
+            "completed": self.completed,
+        }
