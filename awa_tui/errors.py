@@ -72,9 +72,11 @@ def describe(exc: BaseException) -> UserMessage:
 
 
 def output_error_text(exc: OutputError) -> str:
-    """``too_large at $: output is 5012 bytes ...``: reason, position and message."""
-    where = f" at {exc.path}" if exc.path else ""
-    return f"{exc.reason}{where}: {exc.message}"
+    """``too_large: output is 5012 bytes ...``: the reason, the message, and the JSON path."""
+    text = f"{exc.reason}: {exc.message}"
+    if exc.path and exc.path not in exc.message:
+        text += f" (at {exc.path})"
+    return text
 
 
 def exit_code(exc: BaseException) -> int:

@@ -62,7 +62,7 @@ def kind_text(kind: str, descriptor: JobKindDescriptor | None) -> Text:
     """``send_email`` plus the descriptor's display name, dimmed, when it says more."""
     text = Text(kind)
     name = descriptor.display_name if descriptor is not None else None
-    if name and name != kind:
+    if name and name.casefold() != kind.replace("_", " ").casefold():
         text.append(f" {name}", style="dim")
     return text
 

@@ -34,10 +34,11 @@ __all__ = [
     "MANY_KEYS",
     "NUMERIC",
     "SMALL",
+    "CallStats",
+    "CallTimer",
     "CompletionTotals",
     "Noop",
     "Shape",
-    "StatementTimer",
     "autovacuum_count",
     "completion_totals",
     "drop_queue_schema",
@@ -47,6 +48,7 @@ __all__ = [
     "output_values",
     "prepare",
     "shuffled",
+    "statement_timer",
 ]
 
 INSERT_BATCH = 2_000
@@ -187,68 +189,78 @@ def shuffled(items: Iterable[Any], seed: int) -> list[Any]:
     return out
 
 
-class StatementTimer:
-    """Time the engine's claim and compact-completion calls while a run executes.
+@dataclass(slots=True)
+class CallStats:
+    calls: int = 0
+    seconds: float = 0.0
+    items: int = 0
 
-    Wraps ``storage.claim.claim_batch`` and ``storage.finalize.complete_compact`` (both are
-    called through their module attribute) for the duration of a ``with`` block and restores
-    them afterwards. Times are wall time from call to return as the runtime awaits them, so
-    they include waiting for the server and, under load, for the event loop; two completion
-    flushes may overlap. Nothing in ``storage`` is changed.
+    @property
+    def mean_ms(self) -> float:
+        return 1000 * self.seconds / self.calls if self.calls else 0.0
+
+
+class CallTimer:
+    """Time calls to engine functions (``"module.function"`` in ``storage``) during a block.
+
+    Each target is replaced by a timing wrapper for the duration of the ``with`` block and
+    restored afterwards; the engine calls these through their module attribute, so the
+    wrapper sees every call. Times are wall time from call to return as the caller awaits
+    them: they include waiting for locks, the server and (under load) the event loop, and
+    concurrent calls overlap. ``items`` counts the length of list arguments/results where
+    the function takes or returns a batch. Nothing in ``storage`` is changed.
     """
 
-    def __init__(self) -> None:
-        self.claim_calls = 0
-        self.claim_seconds = 0.0
-        self.claimed = 0
-        self.complete_calls = 0
-        self.complete_seconds = 0.0
-        self.completed = 0
+    def __init__(self, *targets: str) -> None:
+        self.targets = targets
+        self.stats: dict[str, CallStats] = {t.rsplit(".", 1)[1]: CallStats() for t in targets}
         self._saved: list[tuple[Any, str, Any]] = []
 
-    def __enter__(self) -> StatementTimer:
+    def __enter__(self) -> CallTimer:
+        import importlib
         import time
 
-        from storage import claim, finalize
+        for target in self.targets:
+            module_name, name = target.rsplit(".", 1)
+            module = importlib.import_module(f"storage.{module_name}")
+            original = getattr(module, name)
+            stats = self.stats[name]
 
-        original_claim = claim.claim_batch
-        original_complete = finalize.complete_compact
+            def make(original: Any, stats: CallStats) -> Any:
+                async def timed(*args: Any, **kwargs: Any) -> Any:
+                    started = time.perf_counter()
+                    try:
+                        result = await original(*args, **kwargs)
+                    finally:
+                        stats.seconds += time.perf_counter() - started
+                        stats.calls += 1
+                    if isinstance(result, list | dict):
+                        stats.items += len(result)
+                    return result
 
-        async def timed_claim(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            result = await original_claim(*args, **kwargs)
-            self.claim_seconds += time.perf_counter() - started
-            self.claim_calls += 1
-            self.claimed += len(result)
-            return result
+                return timed
 
-        async def timed_complete(conn: Any, items: list[Any], **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            result = await original_complete(conn, items, **kwargs)
-            self.complete_seconds += time.perf_counter() - started
-            self.complete_calls += 1
-            self.completed += len(items)
-            return result
-
-        self._saved = [
-            (claim, "claim_batch", original_claim),
-            (finalize, "complete_compact", original_complete),
-        ]
-        claim.claim_batch = timed_claim
-        finalize.complete_compact = timed_complete
+            self._saved.append((module, name, original))
+            setattr(module, name, make(original, stats))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for module, name, original in self._saved:
+        for module, name, original in reversed(self._saved):
             setattr(module, name, original)
         self._saved = []
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, dict[str, float]]:
         return {
-            "claim_calls": self.claim_calls,
-            "claim_seconds": self.claim_seconds,
-            "claimed": self.claimed,
-            "complete_calls": self.complete_calls,
-            "complete_seconds": self.complete_seconds,
-            "completed": self.completed,
+            name: {"calls": st.calls, "seconds": st.seconds, "items": st.items}
+            for name, st in self.stats.items()
         }
+
+
+def statement_timer() -> CallTimer:
+    """Times the run phase's claim and completion calls (both paths) and claim-lock waits."""
+    return CallTimer(
+        "claim.claim_batch",
+        "finalize.complete_compact",
+        "transitions.complete_general",
+        "finalize.lock_claims",
+    )

@@ -195,11 +195,14 @@ async def checkpoint(conn: Connection) -> bool:
     return True
 
 
+# pg_partition_tree lists a partitioned table with its partitions (the parent's own size is
+# zero) and nothing for a plain table, whose own size is then the answer.
 _TREE_SIZE = (
-    "SELECT t.name, coalesce(sum(pg_total_relation_size(p.relid)), 0)::bigint AS size"
+    "SELECT t.name, (pg_total_relation_size(c.oid) + coalesce("
+    "(SELECT sum(pg_total_relation_size(p.relid)) FROM pg_partition_tree(c.oid) AS p"
+    " WHERE p.relid <> c.oid), 0))::bigint AS size"
     " FROM unnest($2::text[]) AS t(name),"
-    " LATERAL pg_partition_tree(format('%I.%I', $1::text, t.name)::regclass) AS p"
-    " GROUP BY t.name"
+    " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass::oid AS oid) AS c"
 )
 
 
@@ -416,12 +419,21 @@ def print_table(table: Table) -> None:
     except ImportError:  # pragma: no cover - rich is a project dependency
         print(table.to_text())
         return
-    rich_table = RichTable(title=table.title, caption=table.caption, box=box.SIMPLE_HEAD)
+    from rich.markup import escape
+
+    # Cells are plain text: "outputs[k]" must not be read as rich markup.
+    rich_table = RichTable(
+        title=escape(table.title),
+        caption=escape(table.caption) if table.caption else None,
+        box=box.SIMPLE_HEAD,
+    )
     for name, a in zip(table.columns, table._align(), strict=True):
-        rich_table.add_column(name, justify="right" if a == "r" else "left", overflow="fold")
+        rich_table.add_column(
+            escape(name), justify="right" if a == "r" else "left", overflow="fold"
+        )
     rich_table.columns[0].no_wrap = True
     for row in table.rows:
-        rich_table.add_row(*row)
+        rich_table.add_row(*(escape(cell) for cell in row))
     # Not on a terminal (piped, CI logs): allow wide tables instead of rich's 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=200)
     console.print(rich_table)

@@ -17,6 +17,9 @@ from storage.finalize import AttemptRef
 from storage.models import JobRow, JobState
 from storage.payload import append_error, error_entry
 
+# A cancelled deferred job gets a ready row outside every lane (lane_seq NULL) for its done row
+# to join, and a ready tombstone: the row was never runnable, so once the done row is deleted
+# nothing may read it back as a job (it would otherwise look available).
 CANCEL_DEFERRED = """
 WITH gone AS (
     DELETE FROM deferred_jobs WHERE job_id = $1 AND run_lease = $2 RETURNING *
@@ -29,6 +32,10 @@ WITH gone AS (
            unique_key, payload
       FROM gone
     RETURNING job_id, run_lease, attempt
+), tomb AS (
+    INSERT INTO ready_tombstones (slot, job_id, run_lease)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease
+      FROM ready
 )
 INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload)
 SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease,
@@ -58,6 +65,8 @@ SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_l
 """
 
 NOTIFY_CANCEL = "SELECT pg_notify('awa_cancel_' || current_schema(), $1)"
+# A handler waiting in wait_for_callback wakes, re-checks and finds its attempt ended.
+NOTIFY_CALLBACK = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # Retry a failed or cancelled job: same id, attempt 0, errors kept, a new run lease through
 # its lane.
@@ -180,6 +189,8 @@ async def _cancel_open(conn: asyncpg.Connection, row: JobRow, payload: dict[str,
         outputs_supported=False,
     )
     await conn.execute(NOTIFY_CANCEL, f"{row.id}:{row.run_lease}")
+    if row.callback is not None:
+        await conn.execute(NOTIFY_CALLBACK, row.callback.callback_id)
     return "INSERT 0 1"
 
 

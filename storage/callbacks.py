@@ -17,9 +17,9 @@ from typing import Any
 import asyncpg
 
 from storage import finalize, transitions
+from storage.codec import JsonDecodeMismatch, decode_value
 from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
 from storage.finalize import AttemptRef, Outcome
-from storage.codec import JsonDecodeMismatch, decode_value
 from storage.output import encode_output
 from storage.payload import with_progress
 

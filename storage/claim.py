@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import asyncpg
+from storage.db import Conn
 
 CLAIM_BATCH = """
 WITH lane AS (
@@ -75,7 +75,7 @@ class ClaimedJob:
 
 
 async def claim_batch(
-    conn: asyncpg.Connection, queues: list[str], limit: int, deadline_seconds: float
+    conn: Conn, queues: list[str], limit: int, deadline_seconds: float
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work."""
     rows = await conn.fetch(CLAIM_BATCH, queues, limit, deadline_seconds)

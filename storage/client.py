@@ -521,12 +521,12 @@ class Client(Operations):
         for event in self._callback_waiters.values():
             event.set()  # waiters re-check the database themselves
 
-    def _on_callback_notice(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        event = self._callback_waiters.get(payload)
+    def _on_callback_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        event = self._callback_waiters.get(str(payload))
         if event is not None:
             event.set()
 
-    def _on_cancel_notice(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        job_id, _, run_lease = payload.partition(":")
+    def _on_cancel_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        job_id, _, run_lease = str(payload).partition(":")
         if self._runtime is not None and run_lease:
             self._runtime.cancel_attempt(int(job_id), int(run_lease))

@@ -6,11 +6,12 @@ import re
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import orjson
+from asyncpg.pool import PoolConnectionProxy
 
 from storage.errors import (
     AwaError,
@@ -21,6 +22,9 @@ from storage.errors import (
 )
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+# A plain connection or one borrowed from a pool: engine functions accept either.
+Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 
 
 def check_schema_name(schema: str) -> str:
@@ -109,14 +113,14 @@ class translate_errors:
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> bool:
-        return self.__exit__(exc_type, exc, tb)
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> bool:
+    ) -> None:
         if exc is None or isinstance(exc, AwaError):
-            return False
+            return
         where = redact_dsn(self.dsn)
         if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
             raise ReadOnlyError() from exc
@@ -138,7 +142,7 @@ class translate_errors:
             raise ConnectionFailed(f"Could not reach PostgreSQL at {where}: {exc}") from exc
         if isinstance(exc, asyncpg.ConnectionDoesNotExistError | asyncpg.InterfaceError):
             raise ConnectionFailed(f"The connection to PostgreSQL was lost: {exc}") from exc
-        return False
+        return
 
 
 @asynccontextmanager

@@ -36,7 +36,8 @@ SELECT u.kind, u.display_name, u.description, u.owner, u.docs_url,
             sync_interval %(col)s)
 ON CONFLICT (kind) DO UPDATE SET
     display_name = excluded.display_name, description = excluded.description,
-    owner = excluded.owner, docs_url = excluded.docs_url, extra = excluded.extra,
+    owner = excluded.owner, docs_url = excluded.docs_url, tags = excluded.tags,
+    extra = excluded.extra,
     descriptor_hash = excluded.descriptor_hash,
     sync_interval_seconds = excluded.sync_interval_seconds %(set)s,
     updated_at = CASE WHEN d.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
@@ -79,6 +80,8 @@ SELECT kind, state, count(*) AS n FROM (
     SELECT r.kind, 'available' FROM queue_lanes l
       JOIN ready_entries r ON r.queue = l.queue AND r.priority = l.priority
        AND r.lane_seq >= l.claim_seq
+     WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                        WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
     UNION ALL
     SELECT r.kind, COALESCE(s.state, 'running') FROM open o
       JOIN ready_entries r USING (job_id, run_lease)
@@ -114,7 +117,9 @@ async def sync(conn: asyncpg.Connection, descriptors: list[JobKindDescriptor]) -
         [d.description for d in descriptors],
         [d.owner for d in descriptors],
         [d.docs_url for d in descriptors],
-        [list(d.tags) for d in descriptors],  # text[] travels as jsonb inside one unnest
+        # text[] travels as one jsonb value per descriptor inside the unnest; pre-serialized,
+        # because a list of lists would be sent as a two-dimensional array of scalars.
+        [orjson.dumps(list(d.tags)) for d in descriptors],
         [d.extra for d in descriptors],
         [descriptor_hash(d) for d in descriptors],
         [SYNC_INTERVAL_SECONDS for _ in descriptors],

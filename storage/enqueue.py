@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import asyncpg
+from storage.db import Conn
 
 # Reserve a range of lane sequence numbers (the lane row stays locked until commit) and write
 # one ready row per job in that range.
@@ -94,9 +94,7 @@ class Inserted:
     created_at: datetime
 
 
-async def insert_jobs(
-    conn: asyncpg.Connection, jobs: list[NewJob], *, now: datetime
-) -> list[Inserted]:
+async def insert_jobs(conn: Conn, jobs: list[NewJob], *, now: datetime) -> list[Inserted]:
     """Insert jobs in one transaction; results come back in the order given."""
     results: dict[int, Inserted] = {}
     async with conn.transaction():
@@ -137,7 +135,7 @@ async def insert_jobs(
     return [results[i] for i in range(len(jobs))]
 
 
-async def promote_due(conn: asyncpg.Connection, *, limit: int = 5000) -> int:
+async def promote_due(conn: Conn, *, limit: int = 5000) -> int:
     """Move due scheduled and retryable jobs into their lanes. Returns how many moved."""
     status = await conn.execute(PROMOTE_DUE, limit)
     return int(status.rsplit(" ", 1)[-1])

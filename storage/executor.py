@@ -78,13 +78,13 @@ async def run_attempt(client: Client, claimed: ClaimedJob, job_holder: list[Job[
         attempted_at=claimed.claimed_at,
     )
     if spec is None:
-        verdict = _Failed(Failure.TERMINAL, f"no handler is registered for kind {claimed.kind!r}")
-        return await _finish(client, claimed, record, verdict)
+        missing = _Failed(Failure.TERMINAL, f"no handler is registered for kind {claimed.kind!r}")
+        return await _finish(client, claimed, record, missing)
     try:
         job = build_job(claimed, spec, client)
     except JsonDecodeMismatch as exc:
-        verdict = _Failed(Failure.TERMINAL, f"args do not match {spec.args_type_name}: {exc}")
-        return await _finish(client, claimed, record, verdict)
+        mismatch = _Failed(Failure.TERMINAL, f"args do not match {spec.args_type_name}: {exc}")
+        return await _finish(client, claimed, record, mismatch)
     job_holder.append(job)
     client.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict = await _call_handler(spec.handler, job)

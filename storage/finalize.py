@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from storage.db import Conn
 from storage.payload import Payload
 
 MAX_BATCH_OUTPUT_BYTES = 64 * 1024
@@ -169,7 +170,7 @@ class CompactCompletion:
     has_state: bool
 
 
-async def lock_claims(conn: asyncpg.Connection, claim_ids: Iterable[int]) -> None:
+async def lock_claims(conn: Conn, claim_ids: Iterable[int]) -> None:
     """Serialize racing finalizers: claim-batch advisory locks, always in ascending order."""
     await conn.execute(LOCK_CLAIMS, sorted(set(claim_ids)))
 
@@ -192,7 +193,7 @@ def split_parts(items: list[CompactCompletion]) -> list[int]:
 
 
 async def complete_compact(
-    conn: asyncpg.Connection, items: list[CompactCompletion], *, outputs_supported: bool
+    conn: Conn, items: list[CompactCompletion], *, outputs_supported: bool
 ) -> dict[tuple[int, int], Outcome]:
     """Complete many attempts on the compact path in one transaction (one flush)."""
     parts = split_parts(items)
@@ -241,9 +242,7 @@ class OpenAttempt:
         return self.row["stored_progress"]
 
 
-async def close_if_open(
-    conn: asyncpg.Connection, ref: AttemptRef, outcome: str
-) -> OpenAttempt | None:
+async def close_if_open(conn: Conn, ref: AttemptRef, outcome: str) -> OpenAttempt | None:
     """Within a transaction holding ``ref``'s lock: write the closure, or None when stale."""
     row = await conn.fetchrow(CLOSE_IF_OPEN, ref.job_id, ref.run_lease, ref.claim_id, outcome)
     if row is None:
@@ -252,13 +251,13 @@ async def close_if_open(
     return OpenAttempt(row)
 
 
-async def closed_with(conn: asyncpg.Connection, ref: AttemptRef) -> str | None:
+async def closed_with(conn: Conn, ref: AttemptRef) -> str | None:
     value: str | None = await conn.fetchval(CLOSED_WITH, ref.job_id, ref.run_lease, ref.claim_id)
     return value
 
 
 async def write_done(
-    conn: asyncpg.Connection,
+    conn: Conn,
     ref: AttemptRef,
     *,
     state: str,
@@ -278,7 +277,7 @@ async def write_done(
 
 
 async def write_deferred(
-    conn: asyncpg.Connection,
+    conn: Conn,
     ref: AttemptRef,
     *,
     state: str,
@@ -293,7 +292,7 @@ async def write_deferred(
 
 
 async def write_dlq(
-    conn: asyncpg.Connection,
+    conn: Conn,
     ref: AttemptRef,
     *,
     attempt: int,

@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from storage.db import Conn
 from storage.models import CallbackInfo, DlqInfo, JobRow, JobState, StateCounts
 from storage.payload import errors_of
 
@@ -205,7 +206,7 @@ def _row(r: asyncpg.Record, state: JobState, **extra: Any) -> JobRow:
 
 
 async def list_jobs(
-    conn: asyncpg.Connection,
+    conn: Conn,
     where: ListFilter,
     *,
     before_id: int | None,
@@ -230,7 +231,7 @@ def _dlq_row(r: asyncpg.Record) -> JobRow:
 
 
 async def _list_state(
-    conn: asyncpg.Connection, state: JobState, params: list[Any], outputs: bool
+    conn: Conn, state: JobState, params: list[Any], outputs: bool
 ) -> list[JobRow]:
     match state:
         case JobState.AVAILABLE:
@@ -266,7 +267,7 @@ def _open_row(r: asyncpg.Record, state: JobState) -> JobRow:
     return _row(r, state, callback=callback)
 
 
-async def _compact_page(conn: asyncpg.Connection, params: list[Any], outputs: bool) -> list[JobRow]:
+async def _compact_page(conn: Conn, params: list[Any], outputs: bool) -> list[JobRow]:
     """Walk compact batches newest first until no older batch can hold a row of the page."""
     before, limit = params[0], params[4]
     sql = COMPACT_ROWS % {"mask": _MASK[outputs]}
@@ -287,7 +288,7 @@ async def _compact_page(conn: asyncpg.Connection, params: list[Any], outputs: bo
     return found
 
 
-async def counts(conn: asyncpg.Connection) -> StateCounts:
+async def counts(conn: Conn) -> StateCounts:
     """Jobs per state, bounded by indexes and the rescue horizon rather than history size."""
     row = await conn.fetchrow(COUNTS)
     assert row is not None

@@ -2,7 +2,9 @@
 
 One leader at a time (a session advisory lock per pass). Rescue closes the old attempt before
 the job becomes runnable again, so a late completion from a presumed-dead worker is stale; it
-writes an error entry without an output, which leaves an earlier kept output in place.
+writes an error entry without an output, which leaves an earlier kept output in place. The pass
+reports every rescue it committed (``PassReport.rescues``) so the client can emit ``rescued``
+events after the fact. Dead-lettered jobs older than ``dlq_retention`` are purged.
 
 Rings: hot tables are LIST-partitioned into slots. Rotation moves writers to the next slot
 (skipped while the current slot is idle); prune empties the oldest sealed slot with TRUNCATE,
@@ -13,7 +15,7 @@ forward into the live slot.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import asyncpg
@@ -21,6 +23,7 @@ import asyncpg
 from storage import enqueue, transitions
 from storage.finalize import AttemptRef, Outcome
 from storage.listing import OPEN_ATTEMPTS
+from storage.models import JobState
 from storage.transitions import AttemptRecord, Failure
 
 log = logging.getLogger("storage")
@@ -30,7 +33,8 @@ LEADER_UNLOCK = "SELECT pg_advisory_unlock(6386273, hashtext(current_schema()))"
 
 EXPIRED = f"""
 WITH {OPEN_ATTEMPTS}
-SELECT o.job_id, o.run_lease, o.claim_id, o.attempt, o.claimed_at, r.max_attempts,
+SELECT o.job_id, o.run_lease, o.claim_id, o.attempt, o.claimed_at, r.max_attempts, r.kind,
+       r.queue,
        CASE WHEN cb.deadline_at < now() THEN 'hard deadline exceeded'
             ELSE 'heartbeat stale: worker presumed dead' END AS reason
   FROM open o
@@ -43,14 +47,19 @@ SELECT o.job_id, o.run_lease, o.claim_id, o.attempt, o.claimed_at, r.max_attempt
  LIMIT $2
 """
 
+# attempted_at of the next try is when the timed-out attempt was claimed (its claim batch), not
+# the ready row's attempted_at, which belongs to the attempt before it.
 CALLBACK_TIMEOUTS = """
-SELECT s.job_id, s.run_lease, s.claim_id, r.attempt + 1 AS attempt, r.max_attempts,
-       r.attempted_at AS claimed_at
+SELECT s.job_id, s.run_lease, s.claim_id, s.callback_id, r.attempt + 1 AS attempt,
+       r.max_attempts, r.kind, r.queue, cb.claimed_at
   FROM attempt_state s
   JOIN ready_entries r ON r.job_id = s.job_id AND r.run_lease = s.run_lease
+  LEFT JOIN claim_batches cb ON cb.claim_id = s.claim_id
  WHERE s.state = 'waiting_external' AND s.callback_timeout_at < now()
  LIMIT $1
 """
+# A handler still waiting in wait_for_callback learns at once that its attempt timed out.
+NOTIFY_CALLBACK = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # Claim batches older than a minute have committed (statements time out sooner), so the
 # horizon never passes a claim that is still being written.
@@ -69,6 +78,13 @@ DELETE FROM attempt_state s
     OR EXISTS (SELECT 1 FROM receipt_completion_batches b
                 WHERE b.claim_id = s.claim_id AND b.job_ids @> ARRAY[s.job_id])
     OR NOT EXISTS (SELECT 1 FROM claim_batches cb WHERE cb.claim_id = s.claim_id)
+"""
+
+# The DLQ is not a ring: its rows stay until retried, purged, or past ``dlq_retention``.
+PURGE_OLD_DLQ = """
+DELETE FROM dlq_entries
+ WHERE job_id IN (SELECT job_id FROM dlq_entries WHERE dlq_at < now() - $1::interval
+                   ORDER BY dlq_at LIMIT $2)
 """
 
 RING = "SELECT slot_count, current_slot, rotated_at FROM ring_state WHERE ring = $1 FOR UPDATE"
@@ -129,13 +145,50 @@ SELECT $2, job_id, run_lease, state, attempt, finalized_at, payload %s FROM keep
 """
 
 
+# Before a queue slot is truncated, lane cursors move past unclaimed rows that are all cancelled
+# (tombstoned): once pruned, such a row would leave a hole the claim cursor never passes when
+# nothing is inserted after it, counted as available forever. Lanes an enqueue holds are
+# skipped: its row commits behind the hole and the next claim passes both.
+SKIP_DEAD_PREFIX = """
+WITH lanes AS (
+    SELECT l.queue, l.priority FROM queue_lanes l
+     WHERE l.claim_seq < l.next_seq
+       AND EXISTS (SELECT 1 FROM ready_entries r
+                    WHERE r.slot = $1 AND r.queue = l.queue AND r.priority = l.priority
+                      AND r.lane_seq >= l.claim_seq)
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE queue_lanes l SET claim_seq = COALESCE(
+    (SELECT min(r.lane_seq) FROM ready_entries r
+      WHERE r.queue = l.queue AND r.priority = l.priority AND r.lane_seq >= l.claim_seq
+        AND NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                         WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)),
+    l.next_seq)
+  FROM lanes
+ WHERE l.queue = lanes.queue AND l.priority = lanes.priority
+"""
+
+
 @dataclass(frozen=True)
 class MaintenanceSettings:
     heartbeat_stale_seconds: float = 60.0
     queue_rotate_interval: timedelta = timedelta(minutes=15)
     claim_rotate_interval: timedelta = timedelta(minutes=5)
     failed_retention: timedelta = timedelta(hours=72)
+    dlq_retention: timedelta = timedelta(days=30)  # then dead-lettered jobs are purged
     batch: int = 1000
+
+
+@dataclass(frozen=True)
+class Rescued:
+    """One attempt a maintenance pass closed, and where its job went (retryable or failed)."""
+
+    job_id: int
+    kind: str
+    queue: str
+    reason: str
+    state: JobState | None
+    dlq_reason: str | None = None
 
 
 @dataclass
@@ -146,6 +199,8 @@ class PassReport:
     rotated: tuple[str, ...] = ()
     pruned: tuple[str, ...] = ()
     leader: bool = True
+    dlq_purged: int = 0
+    rescues: list[Rescued] = field(default_factory=list)  # committed, in order (for events)
 
 
 async def run_pass(
@@ -157,9 +212,14 @@ async def run_pass(
     try:
         report = PassReport()
         report.promoted = await enqueue.promote_due(conn, limit=settings.batch)
-        report.rescued = await rescue_expired(conn, settings)
-        report.timed_out = await rescue_callback_timeouts(conn, settings)
+        rescued = await rescue_expired(conn, settings)
+        timed_out = await rescue_callback_timeouts(conn, settings)
+        report.rescued, report.timed_out = len(rescued), len(timed_out)
+        report.rescues = rescued + timed_out
         await conn.execute(ORPHAN_STATE)
+        report.dlq_purged = _count(
+            await conn.execute(PURGE_OLD_DLQ, settings.dlq_retention, settings.batch)
+        )
         await conn.execute(ADVANCE_HORIZON)
         rotated, pruned = [], []
         for ring, interval in (
@@ -177,10 +237,14 @@ async def run_pass(
         await conn.fetchval(LEADER_UNLOCK)
 
 
-async def rescue_expired(conn: asyncpg.Connection, settings: MaintenanceSettings) -> int:
+def _count(status: str) -> int:
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def rescue_expired(conn: asyncpg.Connection, settings: MaintenanceSettings) -> list[Rescued]:
     """Close attempts whose heartbeat is stale or whose deadline passed, and retry or fail them."""
     rows = await conn.fetch(EXPIRED, settings.heartbeat_stale_seconds, settings.batch)
-    rescued = 0
+    rescued: list[Rescued] = []
     for r in rows:
         record = AttemptRecord(
             ref=AttemptRef(r["job_id"], r["run_lease"], r["claim_id"]),
@@ -197,14 +261,21 @@ async def rescue_expired(conn: asyncpg.Connection, settings: MaintenanceSettings
             retry_in=0,
             closure="rescued",
         )
-        rescued += ended.outcome is Outcome.WRITTEN
+        if ended.outcome is Outcome.WRITTEN:
+            rescued.append(
+                Rescued(
+                    r["job_id"], r["kind"], r["queue"], r["reason"], ended.state, ended.dlq_reason
+                )
+            )
     return rescued
 
 
-async def rescue_callback_timeouts(conn: asyncpg.Connection, settings: MaintenanceSettings) -> int:
+async def rescue_callback_timeouts(
+    conn: asyncpg.Connection, settings: MaintenanceSettings
+) -> list[Rescued]:
     """Fail (or retry) jobs whose callback was not answered in time."""
     rows = await conn.fetch(CALLBACK_TIMEOUTS, settings.batch)
-    done = 0
+    done: list[Rescued] = []
     for r in rows:
         record = AttemptRecord(
             ref=AttemptRef(r["job_id"], r["run_lease"], r["claim_id"]),
@@ -222,7 +293,18 @@ async def rescue_callback_timeouts(conn: asyncpg.Connection, settings: Maintenan
             closure="callback_timeout",
             dlq_reason="callback_timeout",
         )
-        done += ended.outcome is Outcome.WRITTEN
+        if ended.outcome is Outcome.WRITTEN:
+            await conn.execute(NOTIFY_CALLBACK, r["callback_id"])
+            done.append(
+                Rescued(
+                    r["job_id"],
+                    r["kind"],
+                    r["queue"],
+                    "callback timed out",
+                    ended.state,
+                    ended.dlq_reason,
+                )
+            )
     return done
 
 
@@ -281,6 +363,7 @@ async def prune_slot(
         log.info("prune of %s slot %s skipped: it still holds live jobs", ring, slot)
         return False
     if ring == "queue":
+        await conn.execute(SKIP_DEAD_PREFIX, slot)
         cols = (", output", ", output") if outputs_supported else ("", "")
         await conn.execute(CARRY_FAILED % cols, slot, live_slot, settings.failed_retention)
     await conn.execute(f"TRUNCATE {', '.join(partitions)}")

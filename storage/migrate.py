@@ -10,9 +10,7 @@ import re
 from dataclasses import dataclass
 from importlib.resources import files
 
-import asyncpg
-
-from storage.db import check_schema_name, connect_once, translate_errors
+from storage.db import Conn, check_schema_name, connect_once, translate_errors
 
 MIGRATION_LOCK = (0x617761, 1)  # two-int advisory key space: ("awa", migrations)
 _FILE = re.compile(r"^v(\d{3})_([a-z0-9_]+)\.sql$")
@@ -51,13 +49,13 @@ def available_migrations() -> list[Migration]:
 LATEST_VERSION = available_migrations()[-1].version
 
 
-async def applied_versions(conn: asyncpg.Connection) -> set[int]:
+async def applied_versions(conn: Conn) -> set[int]:
     if not await conn.fetchval(_LEDGER_EXISTS):
         return set()
     return {row["version"] for row in await conn.fetch(_APPLIED)}
 
 
-async def migrate_connection(conn: asyncpg.Connection, *, target: int | None = None) -> list[int]:
+async def migrate_connection(conn: Conn, *, target: int | None = None) -> list[int]:
     """Apply pending migrations up to ``target`` (default: all) on one connection."""
     applied: list[int] = []
     async with conn.transaction():
@@ -80,7 +78,7 @@ async def migrate(dsn: str | None, *, target: int | None = None) -> list[int]:
             return await migrate_connection(conn, target=target)
 
 
-async def install_schema(conn: asyncpg.Connection, schema: str) -> None:
+async def install_schema(conn: Conn, schema: str) -> None:
     """Create a queue-storage schema with the installer of the current migration level."""
     check_schema_name(schema)
     await conn.execute(_INSTALL, schema)

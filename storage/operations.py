@@ -12,7 +12,8 @@ import asyncpg
 
 from storage import admin, descriptors, listing, maintenance
 from storage.db import translate_errors
-from storage.errors import AwaError
+from storage.errors import AwaError, InvalidJobState, JobNotFound
+from storage.events import EventBus, JobEvent
 from storage.listing import ListFilter
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import JobKindDescriptor, JobRow, JobState, KindSummary
@@ -32,6 +33,7 @@ class Operations:
     dsn: str | None
     _probe: OutputColumnsProbe
     _descriptors: dict[str, JobKindDescriptor]
+    events: EventBus
 
     # -- lists --------------------------------------------------------------------------------
     async def list_jobs(
@@ -45,7 +47,7 @@ class Operations:
         before_id: int | None = None,
         limit: int = 50,
     ) -> list[JobRow]:
-        """A page of jobs, newest first. Rows carry no output (``has_output`` says if one exists)."""
+        """A page of jobs, newest first. Rows carry no output; ``has_output`` says if one exists."""
         where = ListFilter(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             return await listing.list_jobs(
@@ -78,23 +80,43 @@ class Operations:
                     return ids
                 before = page[-1].id
 
-    async def bulk_action(self, action: str, *, ids: list[int] | None = None, **where: Any) -> int:
-        """Apply ``action`` to ``ids`` or to every job matching the filter; returns how many."""
+    async def bulk_action(
+        self,
+        action: str,
+        *,
+        ids: list[int] | None = None,
+        dry_run: bool = False,
+        **where: Any,
+    ) -> int:
+        """Apply ``action`` to ``ids`` or to every job matching the filter; returns how many.
+
+        ``dry_run`` only counts the targets. A job that no longer admits the action when its
+        turn comes (it moved on, or was deleted meanwhile) is skipped, not an error, so the
+        result can be lower than the count shown before acting.
+        """
         if action not in BULK_ACTIONS:
             raise AwaError(f"Unknown bulk action {action!r}; use one of {', '.join(BULK_ACTIONS)}.")
         targets = ids if ids is not None else await self._matching_ids(ListFilter(**where))
+        if dry_run:
+            return len(targets)
         apply = getattr(
             self, f"{action}_job" if action in ("retry", "cancel", "delete") else action
         )
         done = 0
         for job_id in targets:
-            await apply(job_id)
+            try:
+                await apply(job_id)
+            except (InvalidJobState, JobNotFound):
+                continue
             done += 1
         return done
 
     # -- admin --------------------------------------------------------------------------------
     async def cancel_job(self, job_id: int) -> JobRow | None:
-        return await self._admin(admin.cancel, job_id)
+        row = await self._admin(admin.cancel, job_id)
+        if row is not None:  # after commit; a cancel that was refused raised before this
+            self.events.emit(JobEvent("cancelled", row.id, row.kind, row.queue))
+        return row
 
     async def retry_job(self, job_id: int) -> JobRow | None:
         return await self._admin(admin.retry, job_id)
@@ -177,8 +199,15 @@ class Operations:
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
         """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
-            return await maintenance.run_pass(
+            report = await maintenance.run_pass(
                 conn,
                 settings or MaintenanceSettings(),
                 outputs_supported=await self._probe.present(conn),
             )
+        # Each rescue committed in its own transaction: tell listeners now, in order. A rescue
+        # that failed the job for good is also an exhaustion.
+        for rescued in report.rescues:
+            self.events.emit(JobEvent("rescued", rescued.job_id, rescued.kind, rescued.queue))
+            if rescued.state is JobState.FAILED:
+                self.events.emit(JobEvent("exhausted", rescued.job_id, rescued.kind, rescued.queue))
+        return report

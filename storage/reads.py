@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
+from storage.db import Conn
 from storage.models import CallbackInfo, DlqInfo, JobRow, JobState
 from storage.payload import errors_of
 
@@ -99,7 +98,7 @@ def _job_row(base: dict[str, Any], **fields: Any) -> JobRow:
     )
 
 
-async def get_job(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> JobRow | None:
+async def get_job(conn: Conn, job_id: int, *, outputs: bool) -> JobRow | None:
     """The job in whatever state it is, with its stored output; None if deleted or unknown."""
     head = await conn.fetchrow(
         _sql(JOB_HEAD, outputs, done_has=("d.output IS NOT NULL", "false")), job_id
@@ -133,7 +132,7 @@ async def get_job(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> Jo
     return await _claimed(conn, base, outputs)
 
 
-async def _claimed(conn: asyncpg.Connection, base: dict[str, Any], outputs: bool) -> JobRow | None:
+async def _claimed(conn: Conn, base: dict[str, Any], outputs: bool) -> JobRow | None:
     row = await conn.fetchrow(
         _sql(
             JOB_CLAIMED,

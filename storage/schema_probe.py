@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import asyncpg
+from storage.db import Conn
 
 RECHECK_SECONDS = 30.0
 
@@ -35,7 +35,7 @@ class OutputColumnsProbe:
         """True once the columns were seen; no further probe is needed."""
         return self._present
 
-    async def present(self, conn: asyncpg.Connection) -> bool:
+    async def present(self, conn: Conn) -> bool:
         if self._present:
             return True
         now = self._clock()

@@ -19,9 +19,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-import asyncpg
-
 from storage import enqueue, finalize
+from storage.db import Conn
 from storage.finalize import AttemptRef, Outcome
 from storage.models import JobState
 from storage.payload import append_error, error_entry, with_progress, without_progress
@@ -84,7 +83,7 @@ class _Stale(Exception):
 
 
 async def complete_general(
-    conn: asyncpg.Connection,
+    conn: Conn,
     record: AttemptRecord,
     *,
     outputs_supported: bool,
@@ -123,7 +122,7 @@ async def complete_general(
 
 
 async def fail(
-    conn: asyncpg.Connection,
+    conn: Conn,
     record: AttemptRecord,
     failure: Failure,
     message: str,
@@ -178,11 +177,11 @@ async def fail(
 
 
 async def _place_failed(
-    conn: asyncpg.Connection,
+    conn: Conn,
     record: AttemptRecord,
     opened: finalize.OpenAttempt,
     failure: Failure,
-    payload: dict[str, Any],
+    payload: dict[str, Any] | None,
     retrying: bool,
     exhausted: bool,
     retry_in: float | None,
@@ -240,7 +239,7 @@ async def _place_failed(
 
 
 async def snooze(
-    conn: asyncpg.Connection, record: AttemptRecord, seconds: float, *, closure: str = "snoozed"
+    conn: Conn, record: AttemptRecord, seconds: float, *, closure: str = "snoozed"
 ) -> Ended:
     """Give the attempt back and run again later; no error entry, the output is discarded."""
     try:
@@ -264,7 +263,7 @@ async def snooze(
     return Ended(Outcome.WRITTEN, JobState.SCHEDULED)
 
 
-async def park(conn: asyncpg.Connection, record: AttemptRecord, callback_id: str) -> Ended | None:
+async def park(conn: Conn, record: AttemptRecord, callback_id: str) -> Ended | None:
     """WaitForCallback: mark the attempt waiting. None means no such callback was registered."""
     async with conn.transaction():
         await finalize.lock_claims(conn, [record.ref.claim_id])
@@ -274,7 +273,7 @@ async def park(conn: asyncpg.Connection, record: AttemptRecord, callback_id: str
     return None
 
 
-async def _stale_or_already(conn: asyncpg.Connection, ref: AttemptRef) -> Ended:
+async def _stale_or_already(conn: Conn, ref: AttemptRef) -> Ended:
     """A finalize retry that finds its own earlier commit reports it as already written.
 
     Only this attempt's executor writes the outcomes in ``EXECUTOR_OUTCOMES``; rescue, admin

@@ -28,10 +28,10 @@ def pg_dsn() -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    import pgserver
+    from pgserver import postgres_server
 
     with tempfile.TemporaryDirectory(prefix="awa-test-pg-") as data_dir:
-        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        server = postgres_server.get_server(data_dir, cleanup_mode="stop")
         try:
             yield server.get_uri()
         finally:

@@ -196,12 +196,15 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             fresh = await client.get_job(job_id)
             self.post_message(CallbackAnswered("stale", fresh, exc.message))
         except CallbackNotFound as exc:
+            # Stale when the job this form was opened for still exists but no longer waits
+            # on its callback (someone resolved it first); otherwise nothing matched at all.
             fresh = await client.get_job(job_id)
+            opened_for = self.row.callback.callback_id if self.row.callback else None
             still_waiting = (
                 fresh is not None
                 and fresh.state is JobState.WAITING_EXTERNAL
                 and fresh.callback is not None
-                and fresh.callback.callback_id == callback_id
+                and fresh.callback.callback_id == opened_for
             )
             outcome: Outcome = "stale" if fresh is not None and not still_waiting else "not_found"
             self.post_message(CallbackAnswered(outcome, fresh, exc.message))

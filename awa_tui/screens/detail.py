@@ -57,7 +57,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.loaded = False
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="≡")
         yield ModeBanner()
         with VerticalScroll(id="detail"):
             yield Static(f"Loading job {self.job_id}…", id="summary")

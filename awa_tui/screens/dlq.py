@@ -52,7 +52,7 @@ class DlqScreen(AwaScreen):
         self.has_more = False
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="≡")
         yield ModeBanner()
         yield Static(Text("Dead-letter queue", style="bold"), id="dlq-head")
         yield DataTable(id="dlq-table", cursor_type="row")

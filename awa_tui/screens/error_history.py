@@ -43,7 +43,7 @@ class ErrorHistoryScreen(AwaScreen):
         self.order = list(range(len(row.errors) - 1, -1, -1))  # table row -> entry position
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="≡")
         yield ModeBanner()
         row = self.row
         kept = (

@@ -36,7 +36,15 @@ def keys_table(screen: Screen[object]) -> Table:
     table.add_column("action")
     table.add_column("")
     seen: set[tuple[str, str]] = set()
-    for key, active in screen.active_bindings.items():
+    ours = [
+        (key, active)
+        for key, active in screen.active_bindings.items()
+        if active.node is screen
+        or active.node is screen.app
+        or type(active.node).__module__.startswith("awa_tui")
+    ]
+    ours.sort(key=lambda item: (item[1].node is screen.app, item[1].node is not screen))
+    for key, active in ours:
         binding = active.binding
         if not binding.description:
             continue

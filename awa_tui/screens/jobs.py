@@ -65,7 +65,7 @@ class JobsScreen(AwaScreen):
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="≡")
         yield ModeBanner()
         yield StateTabs(self.query_state.tab, id="tabs")
         yield FilterBar(self.query_state.filter_text, id="filter")

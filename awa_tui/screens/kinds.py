@@ -49,7 +49,7 @@ class KindsScreen(AwaScreen):
         self.kinds: list[KindSummary] = []
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="≡")
         yield ModeBanner()
         yield Static(Text("Job kinds", style="bold"), id="kinds-head")
         yield DataTable(id="kinds-table", cursor_type="row")

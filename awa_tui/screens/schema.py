@@ -28,7 +28,7 @@ class SchemaScreen(AwaScreen):
         self.descriptor = descriptor
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield Header(icon="≡")
         yield ModeBanner()
         type_name = self.descriptor.output_type_name or "no declared output type"
         yield Static(

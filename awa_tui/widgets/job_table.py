@@ -25,7 +25,7 @@ from storage import JobKindDescriptor, JobRow, JobState
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("mark", " ", 1),
     ("id", "id", 6),
-    ("kind", "kind", 30),
+    ("kind", "kind", 24),
     ("state", "state", 9),
     ("queue", "queue", 9),
     ("attempt", "att", 5),
@@ -58,6 +58,7 @@ class JobTable(DataTable[Text | str]):
     """Rows keyed by job id. ``show`` replaces the rows and keeps the cursor on the same job."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Open", id="table.open"),
         Binding("j", "cursor_down", "Down", show=False, id="table.down"),
         Binding("k", "cursor_up", "Up", show=False, id="table.up"),
         Binding("g", "scroll_top", "Top", show=False, id="table.top"),

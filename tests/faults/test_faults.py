@@ -40,7 +40,11 @@ async def _claimed_item(client: Client, output: str) -> CompactCompletion:
     async with client.pool.acquire() as c:
         (job,) = await claim_batch(c, ["default"], 1, 600)
     return CompactCompletion(
-        AttemptRef(job.job_id, job.run_lease, job.claim_id), job.lane_seq, job.attempt, output, False
+        AttemptRef(job.job_id, job.run_lease, job.claim_id),
+        job.lane_seq,
+        job.attempt,
+        output,
+        False,
     )
 
 
@@ -73,7 +77,8 @@ async def test_flush_connection_killed_before_commit_is_retried_and_publishes_on
     assert await future is Outcome.WRITTEN  # the retry on a new connection committed it
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 1
     row = await client.get_job(item.ref.job_id)
-    assert row is not None and row.output_text == '{"sealed":true}'
+    assert row is not None
+    assert row.output_text == '{"sealed":true}'
 
 
 @pytest.mark.usefixtures("work_kind")
@@ -82,22 +87,25 @@ async def test_retry_after_a_lost_acknowledgement_finds_its_output_already_publi
 ) -> None:
     item = await _claimed_item(client, '{"sealed":1}')
     async with client.pool.acquire() as c:
-        assert (await complete_compact(c, [item], outputs_supported=True))[item.ref.key] is Outcome.WRITTEN
+        assert (await complete_compact(c, [item], outputs_supported=True))[
+            item.ref.key
+        ] is Outcome.WRITTEN
     # The acknowledgement was lost: the batcher re-sends the same sealed value.
     batcher = CompletionBatcher(client.pool, client.outputs_supported)
     assert await batcher.submit(item) is Outcome.ALREADY
     assert await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 1
     row = await client.get_job(item.ref.job_id)
-    assert row is not None and row.output_text == '{"sealed":1}'
+    assert row is not None
+    assert row.output_text == '{"sealed":1}'
 
 
 @pytest.fixture
 def own_server() -> Iterator[tuple[str, object]]:
     """A private PostgreSQL this test may restart without disturbing the others."""
-    import pgserver
+    from pgserver import postgres_server
 
     with tempfile.TemporaryDirectory(prefix="awa-fault-pg-") as data_dir:
-        server = pgserver.get_server(data_dir, cleanup_mode="stop")
+        server = postgres_server.get_server(data_dir, cleanup_mode="stop")
         try:
             yield server.get_uri(), server
         finally:
@@ -105,9 +113,9 @@ def own_server() -> Iterator[tuple[str, object]]:
 
 
 def _restart(server: object) -> None:
-    from pgserver.postgres_server import pg_ctl
+    from pgserver import postgres_server
 
-    pg_ctl(
+    postgres_server.pg_ctl(  # type: ignore[attr-defined]
         ["-w", "-m", "immediate", "restart"],
         pgdata=server.pgdata,  # type: ignore[attr-defined]
         user=server.system_user,  # type: ignore[attr-defined]
@@ -136,8 +144,12 @@ async def test_postgres_restarted_mid_run_loses_nothing_and_completes_once(
                 halfway.set()
 
         await client.insert_many([Work(n=i) for i in range(total)])
-        await client.start(concurrency=64, heartbeat_interval=1.0, maintenance_interval=0.5,
-                           maintenance=MaintenanceSettings(heartbeat_stale_seconds=5))
+        await client.start(
+            concurrency=64,
+            heartbeat_interval=1.0,
+            maintenance_interval=0.5,
+            maintenance=MaintenanceSettings(heartbeat_stale_seconds=5),
+        )
         await halfway.wait()
         await asyncio.to_thread(_restart, server)
         await client.run_until_idle()
@@ -146,8 +158,8 @@ async def test_postgres_restarted_mid_run_loses_nothing_and_completes_once(
     async with await Client.connect(dsn, "restart") as reader:
         counts = await reader.counts()
         assert counts.by_state[JobState.COMPLETED] == total, counts
-        async with reader.pool.acquire() as c:
-            rows = await c.fetch("SELECT job_id, args, output FROM terminal_jobs")
+        async with reader.pool.acquire() as pooled:
+            rows = await pooled.fetch("SELECT job_id, args, output FROM terminal_jobs")
             assert len(rows) == total  # none completed twice (one terminal row per job)
             assert len({r["job_id"] for r in rows}) == total
             for r in rows:
@@ -205,7 +217,8 @@ async def test_worker_killed_mid_handler_is_rescued_and_publishes_nothing(
         if child.stdout is not None:
             child.stdout.close()
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.RUNNING
+    assert row is not None
+    assert row.state is JobState.RUNNING
     report = await client.run_maintenance(MaintenanceSettings(heartbeat_stale_seconds=0))
     assert report.rescued == 1
     await client.run_maintenance()  # promote the retry
@@ -216,7 +229,9 @@ async def test_worker_killed_mid_handler_is_rescued_and_publishes_nothing(
 
     await client.run_until_idle(maintenance_interval=None)
     final = await client.get_job(job.id)
-    assert final is not None and final.state is JobState.COMPLETED and final.attempt == 2
+    assert final is not None
+    assert final.state is JobState.COMPLETED
+    assert final.attempt == 2
     assert final.output == {"from": "the second attempt"}
     assert [e["error"] for e in final.errors] == ["heartbeat stale: worker presumed dead"]
     assert all("output" not in e for e in final.errors)

@@ -27,10 +27,12 @@ scalars = (
 )
 values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=6)
-    | st.tuples(children, children)
-    | st.dictionaries(st.text(max_size=10), children, max_size=6)
-    | st.frozensets(st.integers(), max_size=2),
+    lambda children: (
+        st.lists(children, max_size=6)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=10), children, max_size=6)
+        | st.frozensets(st.integers(), max_size=2)
+    ),
     max_leaves=40,
 )
 
@@ -48,7 +50,8 @@ def same(left: Any, right: Any) -> bool:
     """Equality that tells 1 from 1.0 and -0.0 from 0.0."""
     if isinstance(left, float) or isinstance(right, float):
         return (
-            type(left) is type(right) and math.copysign(1, left) == math.copysign(1, right)
+            type(left) is type(right)
+            and math.copysign(1, left) == math.copysign(1, right)
             and left == right
         )
     if isinstance(left, list) and isinstance(right, list):
@@ -86,19 +89,32 @@ async def test_any_value_fails_set_output_or_reads_back_equal_on_both_paths(
         second = next(c for c in claimed if c.job_id == general.id)
         await complete_compact(
             conn,
-            [CompactCompletion(AttemptRef(first.job_id, first.run_lease, first.claim_id),
-                               first.lane_seq, first.attempt, text, False)],
+            [
+                CompactCompletion(
+                    AttemptRef(first.job_id, first.run_lease, first.claim_id),
+                    first.lane_seq,
+                    first.attempt,
+                    text,
+                    False,
+                )
+            ],
             outputs_supported=True,
         )
         await complete_general(
             conn,
-            AttemptRecord(AttemptRef(second.job_id, second.run_lease, second.claim_id), 1, 25,
-                          None, output_text=text),
+            AttemptRecord(
+                AttemptRef(second.job_id, second.run_lease, second.claim_id),
+                1,
+                25,
+                None,
+                output_text=text,
+            ),
             outputs_supported=True,
         )
     for job_id in (compact.id, general.id):
         row = await client.get_job(job_id)
-        assert row is not None and row.output_text == text
+        assert row is not None
+        assert row.output_text == text
         assert same(row.output, expected_json(value))
 
 
@@ -109,7 +125,7 @@ def test_handler_job_and_runtime_slot_agree(value: Any) -> None:
     from storage.output import OutputSlot
 
     stand_in, slot = HandlerJob({}), OutputSlot()
-    outcomes = []
+    outcomes: list[tuple[str, str | None]] = []
     for target in (stand_in.set_output, slot.set):
         try:
             target(value)

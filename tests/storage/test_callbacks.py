@@ -461,3 +461,54 @@ async def test_callback_timeout_rescue(
         await client.complete_external(token.callback_id, output="late")
     again = await client.get_job(job_id)
     assert again is not None and again.state is expected and again.output is None
+
+
+async def test_callback_timeout_ends_a_handler_waiting_in_wait_for_callback(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    loop = asyncio.get_running_loop()
+    registered: asyncio.Future[CallbackToken] = loop.create_future()
+    handler_saw: list[str] = []
+
+    @client.task(kind="cb_seq_timeout")
+    async def handler(job: Job[Args]) -> None:
+        job.set_output({"never": "published"})
+        token = await job.register_callback(timeout_seconds=0)
+        registered.set_result(token)
+        try:
+            await job.wait_for_callback(token)
+        except StaleAttempt:
+            handler_saw.append("stale")
+
+    inserted = await client.insert({"n": 1}, kind="cb_seq_timeout")
+    worker = asyncio.create_task(work_one(client))
+    await asyncio.wait_for(registered, 5)
+    await _until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
+
+    assert (await client.run_maintenance()).timed_out == 1
+    result = await asyncio.wait_for(worker, 5)
+
+    assert handler_saw == ["stale"]
+    assert result is not None and result.ended.outcome is Outcome.STALE
+    row = await client.get_job(inserted.id)
+    assert row is not None and row.state is JobState.RETRYABLE and row.output is None
+    assert [e["error"] for e in row.errors] == ["callback timed out"]
+    assert await conn.fetchval("SELECT count(*) FROM done_entries") == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="storage/client.py: fail_external and retry_external emit no lifecycle event "
+    "(complete_external emits completed); proposed diff in the report",
+)
+async def test_external_fail_and_retry_emit_lifecycle_events(client: Client) -> None:
+    events: list[tuple[str, int]] = []
+    client.on_event(lambda e: events.append((e.name, e.job_id)))
+    failed_id, fail_token = await _park_one(client, "cb_ev_fail")
+    retried_id, retry_token = await _park_one(client, "cb_ev_retry")
+    events.clear()
+
+    await client.fail_external(fail_token.callback_id, "declined")
+    await client.retry_external(retry_token.callback_id)
+
+    assert events == [("exhausted", failed_id), ("retried", retried_id)]

@@ -43,11 +43,17 @@ async def test_ten_thousand_noop_jobs_complete_on_the_compact_path(
     assert counts.total == 10_000
     batches = await conn.fetchval("SELECT count(*) FROM receipt_completion_batches")
     assert batches <= 10_000 // 512 + 5
-    assert await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 10_000
+    assert (
+        await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 10_000
+    )
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 0
-    assert await conn.fetchval("SELECT count(*) FROM terminal_jobs WHERE path = 'compact'") == 10_000
+    assert (
+        await conn.fetchval("SELECT count(*) FROM terminal_jobs WHERE path = 'compact'") == 10_000
+    )
     row = await client.get_job(1)
-    assert row is not None and row.state is JobState.COMPLETED and row.storage_path == "compact"
+    assert row is not None
+    assert row.state is JobState.COMPLETED
+    assert row.storage_path == "compact"
 
 
 async def test_tagged_job_completes_through_one_done_entry(
@@ -59,13 +65,18 @@ async def test_tagged_job_completes_through_one_done_entry(
 
     inserted = await client.insert(Noop(n=1), tags=["billing"])
     result = await work_one(client)
-    assert result is not None and result.ended.outcome is Outcome.WRITTEN
+    assert result is not None
+    assert result.ended.outcome is Outcome.WRITTEN
     assert await conn.fetchval("SELECT count(*) FROM done_entries WHERE state = 'completed'") == 1
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
     view = await conn.fetchrow("SELECT * FROM terminal_jobs WHERE job_id = $1", inserted.id)
-    assert view is not None and view["state"] == "completed" and view["path"] == "general"
+    assert view is not None
+    assert view["state"] == "completed"
+    assert view["path"] == "general"
     row = await client.get_job(inserted.id)
-    assert row is not None and row.state is JobState.COMPLETED and row.tags == ["billing"]
+    assert row is not None
+    assert row.state is JobState.COMPLETED
+    assert row.tags == ["billing"]
     assert row.storage_path == "general"
 
 
@@ -95,7 +106,8 @@ async def test_scheduled_job_waits_for_promotion(client: Client) -> None:
     row = await client.insert(Noop(n=1), kind="noop", run_at=later)
     assert row.state is JobState.SCHEDULED
     stored = await client.get_job(row.id)
-    assert stored is not None and stored.state is JobState.SCHEDULED
+    assert stored is not None
+    assert stored.state is JobState.SCHEDULED
     async with client.pool.acquire() as c:
         assert await claim_batch(c, ["default"], 10, 60) == []
 
@@ -113,7 +125,9 @@ async def test_completion_after_cancel_is_stale_and_writes_nothing(
     assert outcome[ref.key] is Outcome.STALE
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
     row = await client.get_job(claimed.job_id)
-    assert row is not None and row.state is JobState.CANCELLED and row.output is None
+    assert row is not None
+    assert row.state is JobState.CANCELLED
+    assert row.output is None
 
 
 async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> None:
@@ -123,7 +137,9 @@ async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> Non
     assert report.rescued == 1
     await client.run_maintenance()  # promotes the immediate retry
     new = await _claim_one(client)
-    assert new.job_id == job.id and new.run_lease == old.run_lease + 1 and new.attempt == 2
+    assert new.job_id == job.id
+    assert new.run_lease == old.run_lease + 1
+    assert new.attempt == 2
     stale = AttemptRecord(AttemptRef(old.job_id, old.run_lease, old.claim_id), 1, 25, None)
     async with client.pool.acquire() as c:
         ended = await complete_general(c, stale, outputs_supported=True)
@@ -132,9 +148,13 @@ async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> Non
         AttemptRef(new.job_id, new.run_lease, new.claim_id), new.lane_seq, new.attempt, None, False
     )
     async with client.pool.acquire() as c:
-        assert (await complete_compact(c, [fresh], outputs_supported=True))[fresh.ref.key] is Outcome.WRITTEN
+        assert (await complete_compact(c, [fresh], outputs_supported=True))[
+            fresh.ref.key
+        ] is Outcome.WRITTEN
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.COMPLETED and row.attempt == 2
+    assert row is not None
+    assert row.state is JobState.COMPLETED
+    assert row.attempt == 2
     assert [e["error"] for e in row.errors] == []  # compact completion carries no history
     # the rescue entry stays on the ready row of the second attempt
     assert row.run_lease == new.run_lease
@@ -148,10 +168,16 @@ async def test_finalize_retry_after_lost_ack_is_idempotent(
     compact, general = await _claim_one(client), await _claim_one(client)
     item = CompactCompletion(
         AttemptRef(compact.job_id, compact.run_lease, compact.claim_id),
-        compact.lane_seq, compact.attempt, '{"a":1.0}', False,
+        compact.lane_seq,
+        compact.attempt,
+        '{"a":1.0}',
+        False,
     )
     record = AttemptRecord(
-        AttemptRef(general.job_id, general.run_lease, general.claim_id), 1, 25, None,
+        AttemptRef(general.job_id, general.run_lease, general.claim_id),
+        1,
+        25,
+        None,
         output_text='{"b":2}',
     )
     async with client.pool.acquire() as c:
@@ -159,12 +185,15 @@ async def test_finalize_retry_after_lost_ack_is_idempotent(
         again = await complete_compact(c, [item], outputs_supported=True)
         g1 = await complete_general(c, record, outputs_supported=True)
         g2 = await complete_general(c, record, outputs_supported=True)
-    assert first[item.ref.key] is Outcome.WRITTEN and again[item.ref.key] is Outcome.ALREADY
-    assert g1.outcome is Outcome.WRITTEN and g2.outcome is Outcome.ALREADY
+    assert first[item.ref.key] is Outcome.WRITTEN
+    assert again[item.ref.key] is Outcome.ALREADY
+    assert g1.outcome is Outcome.WRITTEN
+    assert g2.outcome is Outcome.ALREADY
     assert await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 1
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 1
     stored = await client.get_job(compact.job_id)
-    assert stored is not None and stored.output_text == '{"a":1.0}'
+    assert stored is not None
+    assert stored.output_text == '{"a":1.0}'
 
 
 async def test_list_jobs_newest_first_with_keyset_paging(client: Client) -> None:
@@ -208,6 +237,7 @@ async def test_args_that_do_not_validate_are_refused(
 
     with pytest.raises(ArgsValidationError, match="do not match Noop"):
         await client.insert({"n": "not a number"}, kind="noop")
+
     @client.task(kind="free_form")
     async def free(job: Job[dict[str, float]]) -> None:
         return None

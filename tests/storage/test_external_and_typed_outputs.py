@@ -23,6 +23,7 @@ from storage import (
 )
 from storage.metrics import OutputMetrics
 from storage.testing import HandlerJob, work_one
+from tests.storage.metric_points import counter_points, histogram_sums
 
 
 class Resize(BaseModel):
@@ -47,7 +48,8 @@ async def _waiting_job(client: Client) -> tuple[int, str]:
     job = await client.insert(Resize(width=10))
     await work_one(client)
     row = await client.get_job(job.id)
-    assert row is not None and row.callback is not None
+    assert row is not None
+    assert row.callback is not None
     return job.id, row.callback.callback_id
 
 
@@ -56,7 +58,8 @@ async def test_external_completion_stores_its_own_validated_output(client: Clien
     row = await client.complete_external(
         callback_id, {"token": "s3cr3t"}, output={"url": "s3://a", "bytes": 42}
     )
-    assert row.id == job_id and row.state is JobState.COMPLETED
+    assert row.id == job_id
+    assert row.state is JobState.COMPLETED
     assert row.output_text == '{"url":"s3://a","bytes":42}'
     assert row.output_as(Thumbnail) == Thumbnail(url="s3://a", bytes=42)
     assert "s3cr3t" not in row.model_dump_json()  # the payload is never stored
@@ -65,13 +68,17 @@ async def test_external_completion_stores_its_own_validated_output(client: Clien
 async def test_external_completion_without_output_stores_none(client: Client) -> None:
     _, callback_id = await _waiting_job(client)
     row = await client.complete_external(callback_id)
-    assert row.state is JobState.COMPLETED and row.output is None
+    assert row.state is JobState.COMPLETED
+    assert row.output is None
 
 
 @pytest.mark.parametrize(
     ("output", "reason"),
-    [({"url": "x", "bytes": float("inf")}, "invalid"), ("x" * 5000, "too_large"),
-     ({"url": "\x00", "bytes": 1}, "invalid")],
+    [
+        ({"url": "x", "bytes": float("inf")}, "invalid"),
+        ("x" * 5000, "too_large"),
+        ({"url": "\x00", "bytes": 1}, "invalid"),
+    ],
 )
 async def test_invalid_external_output_fails_the_call_and_writes_nothing(
     client: Client, output: object, reason: str
@@ -81,7 +88,8 @@ async def test_invalid_external_output_fails_the_call_and_writes_nothing(
         await client.complete_external(callback_id, output=output)
     assert caught.value.reason == reason
     row = await client.get_job(job_id)
-    assert row is not None and row.state is JobState.WAITING_EXTERNAL
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
     assert (await client.complete_external(callback_id)).state is JobState.COMPLETED
 
 
@@ -93,7 +101,8 @@ async def test_output_for_refuses_a_job_of_another_kind_and_writes_nothing(
     with pytest.raises(OutputError, match="is of kind 'resize', not 'other_kind'"):
         await client.complete_external_with(callback_id, opts)
     row = await client.get_job(job_id)
-    assert row is not None and row.state is JobState.WAITING_EXTERNAL
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
     good = ExternalCompletion().output_for("resize", Thumbnail, Thumbnail(url="y", bytes=2))
     done = await client.complete_external_with(callback_id, good)
     assert done.output == {"url": "y", "bytes": 2}
@@ -135,7 +144,8 @@ async def test_external_completion_wins_against_a_sequential_waiter(client: Clie
     assert row.output == {"from": "external"}
     await runner
     final = await client.get_job(job.id)
-    assert final is not None and final.output == {"from": "external"}
+    assert final is not None
+    assert final.output == {"from": "external"}
     assert outcomes == ["StaleAttempt"]
 
 
@@ -157,18 +167,21 @@ async def test_sequential_waiter_resumes_and_completes_with_its_own_output(
     runner = asyncio.create_task(work_one(client))
     await registered.wait()
     waiting = await client.get_job(job.id)
-    assert waiting is not None and waiting.state is JobState.WAITING_EXTERNAL
+    assert waiting is not None
+    assert waiting.state is JobState.WAITING_EXTERNAL
     await client.resolve_callback(tokens[0], {"ok": True})
     await runner
     final = await client.get_job(job.id)
-    assert final is not None and final.output == {"resumed_with": {"ok": True}}
+    assert final is not None
+    assert final.output == {"resumed_with": {"ok": True}}
 
 
 async def test_typed_task_refuses_other_classes_in_the_handler(client: Client) -> None:
     job = HandlerJob(Resize(width=1), kind="resize", output_type=Thumbnail)
     with pytest.raises(OutputError) as caught:
         job.set_output(Other(url="x"))
-    assert caught.value.reason == "wrong_type" and job.output is None
+    assert caught.value.reason == "wrong_type"
+    assert job.output is None
     job.set_output(Thumbnail(url="u", bytes=3))
     assert job.seal() == '{"url":"u","bytes":3}'
 
@@ -181,11 +194,13 @@ async def test_descriptor_publishes_the_declared_type_and_schema(client: Client)
     client.job_kind_descriptor("explicit", output={"type": "Custom", "schema": {"type": "string"}})
     await client.sync_descriptors()
     declared = await client.get_descriptor("resize")
-    assert declared is not None and declared.output_type_name == "Thumbnail"
+    assert declared is not None
+    assert declared.output_type_name == "Thumbnail"
     assert declared.output_schema is not None
     assert set(declared.output_schema["properties"]) == {"url", "bytes"}
     explicit = await client.get_descriptor("explicit")
-    assert explicit is not None and explicit.output == {"type": "Custom", "schema": {"type": "string"}}
+    assert explicit is not None
+    assert explicit.output == {"type": "Custom", "schema": {"type": "string"}}
 
 
 async def test_output_as_refuses_a_row_of_another_kind(client: Client) -> None:
@@ -227,18 +242,14 @@ async def test_output_metrics_count_recorded_sizes_and_drops(
     for width in (1, 2, 3):
         await client.insert(Resize(width=width))
         await work_one(client)
-    data = reader.get_metrics_data()
-    assert data is not None
-    metrics = {m.name: m for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
     recorded = {
-        p.attributes["awa.job.outcome"]: p.value
-        for p in metrics["awa.job.output_recorded"].data.data_points
+        attrs["awa.job.outcome"]: value
+        for attrs, value in counter_points(reader, "awa.job.output_recorded")
     }
     assert recorded == {"completed": 1, "failed": 1}
-    sizes = [p.sum for p in metrics["awa.job.output_size"].data.data_points]
-    assert sum(sizes) == 2 * len('{"w":1}')
+    assert sum(histogram_sums(reader, "awa.job.output_size")) == 2 * len('{"w":1}')
     dropped = [
-        (p.attributes["awa.output.reason"], p.value)
-        for p in metrics["awa.job.output_dropped"].data.data_points
+        (attrs["awa.output.reason"], value)
+        for attrs, value in counter_points(reader, "awa.job.output_dropped")
     ]
     assert dropped == [("outcome", 1)]

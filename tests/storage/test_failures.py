@@ -30,12 +30,17 @@ async def test_exception_retries_with_backoff_and_an_error_entry(client: Client)
     job = await client.insert(Work())
     before = datetime.now(UTC)
     result = await work_one(client)
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     row = result.row
-    assert row.state is JobState.RETRYABLE and row.attempt == 1 and row.run_lease == 2
+    assert row.state is JobState.RETRYABLE
+    assert row.attempt == 1
+    assert row.run_lease == 2
     (entry,) = row.errors
-    assert entry["error"] == "ValueError: upstream said no" and entry["attempt"] == 1
-    assert "terminal" not in entry and "output" not in entry
+    assert entry["error"] == "ValueError: upstream said no"
+    assert entry["attempt"] == 1
+    assert "terminal" not in entry
+    assert "output" not in entry
     delay = (row.run_at - before).total_seconds()
     assert 2.0 - 1 <= delay <= 2.0 * 1.25 + 1  # 2^1 s plus up to 25% jitter (1 s of slack)
     assert job.id == row.id
@@ -56,20 +61,25 @@ async def test_terminal_error_fails_without_retry(client: Client) -> None:
     register(client, TerminalError("bad invoice"))
     await client.insert(Work(), max_attempts=5)
     result = await work_one(client)
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.state is JobState.FAILED
     (entry,) = result.row.errors
-    assert entry["terminal"] is True and entry["error"].startswith("TerminalError: bad invoice")
+    assert entry["terminal"] is True
+    assert entry["error"].startswith("TerminalError: bad invoice")
 
 
 async def test_exhausting_max_attempts_fails_with_a_terminal_entry(client: Client) -> None:
     register(client, RuntimeError("flaky"))
     await client.insert(Work(), max_attempts=1)
     result = await work_one(client)
-    assert result is not None and result.row is not None
-    assert result.row.state is JobState.FAILED and result.row.dlq is None
+    assert result is not None
+    assert result.row is not None
+    assert result.row.state is JobState.FAILED
+    assert result.row.dlq is None
     (entry,) = result.row.errors
-    assert entry["terminal"] is True and "max attempts 1 exhausted" in entry["error"]
+    assert entry["terminal"] is True
+    assert "max attempts 1 exhausted" in entry["error"]
 
 
 @pytest.mark.parametrize(
@@ -84,8 +94,11 @@ async def test_dead_letter_queue_reasons(
     job = await client.insert(Work(), max_attempts=1)
     await work_one(client)
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.FAILED
-    assert row.dlq is not None and row.dlq.reason == reason and row.dlq.original_run_lease == 1
+    assert row is not None
+    assert row.state is JobState.FAILED
+    assert row.dlq is not None
+    assert row.dlq.reason == reason
+    assert row.dlq.original_run_lease == 1
     assert [r.id for r in await client.list_jobs(dlq=True)] == [job.id]
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 0
 
@@ -98,10 +111,14 @@ async def test_retry_from_dlq_keeps_id_and_errors_and_moves_the_lease_on(client:
     retried = await client.retry_dlq(job.id)
     assert retried is not None
     assert (retried.id, retried.state, retried.attempt) == (job.id, JobState.AVAILABLE, 0)
-    assert retried.run_lease == 2 and len(retried.errors) == 1
+    assert retried.run_lease == 2
+    assert len(retried.errors) == 1
     again = await work_one(client)
-    assert again is not None and again.row is not None and again.row.run_lease == 2
-    assert again.row.dlq is not None and len(again.row.errors) == 2
+    assert again is not None
+    assert again.row is not None
+    assert again.row.run_lease == 2
+    assert again.row.dlq is not None
+    assert len(again.row.errors) == 2
     await client.purge_dlq(job.id)
     assert await client.get_job(job.id) is None
 
@@ -112,8 +129,10 @@ async def test_retry_after_without_output_writes_no_entry_but_counts_the_attempt
     register(client, RetryAfter(30))
     await client.insert(Work())
     result = await work_one(client)
-    assert result is not None and result.row is not None
-    assert result.row.state is JobState.RETRYABLE and result.row.attempt == 1
+    assert result is not None
+    assert result.row is not None
+    assert result.row.state is JobState.RETRYABLE
+    assert result.row.attempt == 1
     assert result.row.errors == []
     assert 25 <= (result.row.run_at - datetime.now(UTC)).total_seconds() <= 31
 
@@ -122,16 +141,20 @@ async def test_snooze_gives_the_attempt_back(client: Client) -> None:
     register(client, Snooze(60))
     await client.insert(Work())
     result = await work_one(client)
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.state is JobState.SCHEDULED
-    assert result.row.attempt == 0 and result.row.run_lease == 2 and result.row.errors == []
+    assert result.row.attempt == 0
+    assert result.row.run_lease == 2
+    assert result.row.errors == []
 
 
 async def test_cancel_from_the_handler_ends_cancelled_with_its_reason(client: Client) -> None:
     register(client, Cancel("customer closed the account"))
     await client.insert(Work())
     result = await work_one(client)
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.state is JobState.CANCELLED
     assert result.row.errors[-1]["error"] == "customer closed the account"
 
@@ -153,8 +176,10 @@ async def test_a_retried_job_completes_on_the_general_path_with_its_history(
     await client.run_maintenance()
     result = await work_one(client)
     assert calls == [1, 2]
-    assert result is not None and result.row is not None
-    assert result.row.state is JobState.COMPLETED and result.row.storage_path == "general"
+    assert result is not None
+    assert result.row is not None
+    assert result.row.state is JobState.COMPLETED
+    assert result.row.storage_path == "general"
     assert [e["attempt"] for e in result.row.errors] == [1]
     assert result.row.id == job.id
 
@@ -167,6 +192,7 @@ async def test_unknown_kind_at_dispatch_fails_terminally(client: Client) -> None
     await client.insert({"a": 1}, kind="known")
     client._tasks.clear()  # this worker no longer handles the kind
     result = await work_one(client)
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.state is JobState.FAILED
     assert "no handler is registered for kind 'known'" in result.row.errors[-1]["error"]

@@ -14,6 +14,7 @@ from storage import Client, Job, JobState
 from storage.db import connect_once
 from storage.migrate import applied_versions, migrate
 from storage.testing import work_one
+from tests.storage.metric_points import counter_points
 
 
 class Work(BaseModel):
@@ -92,12 +93,15 @@ async def test_v002_migrates_existing_schemas_and_keeps_their_jobs(v001_dsn: str
         job = await client.insert(Work(), tags=["x"])
     assert await migrate(v001_dsn) == [2]
     async with await Client.connect(v001_dsn, "older") as client:
+
         @client.task(Work)
         async def handle(j: Job[Work]) -> None:
             j.set_output({"after": "migration"})
 
         run = await work_one(client)
-        assert run is not None and run.row is not None and run.row.id == job.id
+        assert run is not None
+        assert run.row is not None
+        assert run.row.id == job.id
         assert run.row.output == {"after": "migration"}
     async with connect_once(v001_dsn) as conn:
         constraint = await conn.fetchval(
@@ -135,31 +139,23 @@ async def test_runtime_ahead_of_its_migration_drops_completion_outputs_and_keeps
             await work_one(client)
         for job in (plain, tagged):
             row = await client.get_job(job.id)
-            assert row is not None and row.state is JobState.COMPLETED and row.output is None
+            assert row is not None
+            assert row.state is JobState.COMPLETED
+            assert row.output is None
         row = await client.get_job(failing.id)
-        assert row is not None and row.errors[-1]["output"] == {"n": 3}
+        assert row is not None
+        assert row.errors[-1]["output"] == {"n": 3}
         listed = await client.list_jobs(state=JobState.COMPLETED)
         assert {r.id for r in listed} == {plain.id, tagged.id}
-    dropped = _points(reader, "awa.job.output_dropped")
-    assert dropped == {("work", "schema_missing"): 2}
+    dropped = [
+        (attrs["awa.job.kind"], attrs["awa.output.reason"], value)
+        for attrs, value in counter_points(reader, "awa.job.output_dropped")
+    ]
+    assert dropped == [("work", "schema_missing", 2)]
 
 
 async def _never_runs(job: Job[Work]) -> None:
     raise AssertionError("only inserted before the migration")
-
-
-def _points(reader: object, name: str) -> dict[tuple[str, str], int]:
-    data = reader.get_metrics_data()  # type: ignore[attr-defined]
-    found: dict[tuple[str, str], int] = {}
-    for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name:
-                    for point in metric.data.data_points:
-                        attrs = point.attributes
-                        key = (attrs["awa.job.kind"], attrs["awa.output.reason"])
-                        found[key] = point.value
-    return found
 
 
 async def test_a_negative_probe_is_rechecked_after_thirty_seconds(v001_dsn: str) -> None:

@@ -42,7 +42,8 @@ async def test_compact_completion_stores_the_output_exactly(
     handler_returning(client, {"z": 1.0, "a": [1, 2], "é": "ü"})
     job = await client.insert(Work())
     result = await work_one(client)
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.storage_path == "compact"
     assert result.row.output_text == '{"z":1.0,"a":[1,2],"é":"ü"}'  # key order and 1.0 kept
     assert list(result.row.output) == ["z", "a", "é"]
@@ -57,8 +58,10 @@ async def test_general_completion_stores_the_output_in_done_entries(
     handler_returning(client, [1.5, "x"])
     job = await client.insert(Work(), metadata={"tenant": "a"})
     result = await work_one(client)
-    assert result is not None and result.row is not None
-    assert result.row.storage_path == "general" and result.row.output_text == '[1.5,"x"]'
+    assert result is not None
+    assert result.row is not None
+    assert result.row.storage_path == "general"
+    assert result.row.output_text == '[1.5,"x"]'
     stored = await conn.fetchval("SELECT output FROM done_entries WHERE job_id = $1", job.id)
     assert stored == '[1.5,"x"]'
 
@@ -77,26 +80,34 @@ async def test_ten_thousand_hundred_byte_outputs_stay_on_the_compact_path(
         concurrency=512, claim_size=512, claim_threshold=512, maintenance_interval=None
     )
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 0
-    assert await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 10_000
+    assert (
+        await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 10_000
+    )
     sizes = await conn.fetch(
         "SELECT DISTINCT octet_length(o::text) AS n FROM receipt_completion_batches, unnest(outputs) o"
     )
     assert [r["n"] for r in sizes] == [100]
     for row in rows[::97]:
         got = await client.get_job(row.id)
-        assert got is not None and got.output == {"job": row.args["n"], "pad": got.output["pad"]}
+        assert got is not None
+        assert got.output == {"job": row.args["n"], "pad": got.output["pad"]}
         assert len(got.output_text or "") == 100
 
 
-async def test_batches_split_once_outputs_pass_64_kib(client: Client, conn: asyncpg.Connection) -> None:
+async def test_batches_split_once_outputs_pass_64_kib(
+    client: Client, conn: asyncpg.Connection
+) -> None:
     await client.insert_many([Work(n=i) for i in range(40)], kind="work")
     async with client.pool.acquire() as c:
         claimed = await claim_batch(c, ["default"], 40, 60)
         text = orjson.dumps(list(range(1000))).decode()[:4000].rsplit(",", 1)[0] + "]"
         items = [
             CompactCompletion(
-                AttemptRef(j.job_id, j.run_lease, j.claim_id), j.lane_seq, j.attempt,
-                text if j.job_id % 2 else None, False,
+                AttemptRef(j.job_id, j.run_lease, j.claim_id),
+                j.lane_seq,
+                j.attempt,
+                text if j.job_id % 2 else None,
+                False,
             )
             for j in claimed
         ]
@@ -105,15 +116,19 @@ async def test_batches_split_once_outputs_pass_64_kib(client: Client, conn: asyn
         "SELECT completed_count, (SELECT sum(octet_length(o::text)) FROM unnest(outputs) o) AS bytes,"
         " cardinality(outputs) AS n FROM receipt_completion_batches ORDER BY batch_id"
     )
-    assert len(rows) > 1 and sum(r["completed_count"] for r in rows) == 40
+    assert len(rows) > 1
+    assert sum(r["completed_count"] for r in rows) == 40
     assert all(r["n"] == r["completed_count"] for r in rows)  # aligned with job_ids
     assert all(r["bytes"] <= MAX_BATCH_OUTPUT_BYTES for r in rows)
     for j in claimed:
         got = await client.get_job(j.job_id)
-        assert got is not None and got.output_text == (text if j.job_id % 2 else None)
+        assert got is not None
+        assert got.output_text == (text if j.job_id % 2 else None)
 
 
-async def test_a_batch_without_outputs_stores_null(client: Client, conn: asyncpg.Connection) -> None:
+async def test_a_batch_without_outputs_stores_null(
+    client: Client, conn: asyncpg.Connection
+) -> None:
     handler_returning(client, None)
     await client.insert(Work())
     await work_one(client)
@@ -134,7 +149,9 @@ async def test_failures_keep_the_output_in_their_error_entry(
     handler_returning(client, {"partial": 3}, result)
     await client.insert(Work())
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.state is state
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is state
     assert run.row.output is None
     assert run.row.errors[-1]["output"] == {"partial": 3}
     assert run.row.kept_output_position() == len(run.row.errors) - 1
@@ -144,8 +161,11 @@ async def test_terminal_failure_and_exhaustion_keep_the_output(client: Client) -
     handler_returning(client, "last words", RuntimeError("boom"))
     await client.insert(Work(), max_attempts=1)
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.state is JobState.FAILED
-    assert run.row.errors[-1]["terminal"] is True and run.row.errors[-1]["output"] == "last words"
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is JobState.FAILED
+    assert run.row.errors[-1]["terminal"] is True
+    assert run.row.errors[-1]["output"] == "last words"
     assert run.row.error_output_as(str) == "last words"
 
 
@@ -169,7 +189,8 @@ async def test_only_the_latest_entry_with_an_output_keeps_it_and_dispatch_strips
         await client.run_maintenance()
         await work_one(client)
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.COMPLETED
+    assert row is not None
+    assert row.state is JobState.COMPLETED
     assert [("output" in e) for e in row.errors] == [False, True, False]
     assert row.errors[1]["output"] == {"attempt": 2}
     assert all("output" not in e for errors in seen_errors for e in errors)
@@ -190,17 +211,22 @@ async def test_snooze_and_wait_for_callback_discard_the_output(client: Client) -
     await work_one(client)
     for job_id in (snoozed.id, waiting.id):
         row = await client.get_job(job_id)
-        assert row is not None and row.output is None and row.errors == []
+        assert row is not None
+        assert row.output is None
+        assert row.errors == []
     row = await client.get_job(waiting.id)
-    assert row is not None and row.state is JobState.WAITING_EXTERNAL
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
 
 
 async def test_retry_after_with_output_writes_an_entry(client: Client) -> None:
     handler_returning(client, {"polled": True}, RetryAfter(5))
     await client.insert(Work())
     run = await work_one(client)
-    assert run is not None and run.row is not None
-    assert run.row.errors == [run.row.errors[0]] and run.row.errors[0]["output"] == {"polled": True}
+    assert run is not None
+    assert run.row is not None
+    assert run.row.errors == [run.row.errors[0]]
+    assert run.row.errors[0]["output"] == {"polled": True}
 
 
 async def test_wait_for_callback_without_registration_keeps_output_in_violation_entry(
@@ -211,7 +237,9 @@ async def test_wait_for_callback_without_registration_keeps_output_in_violation_
     handler_returning(client, {"why": "forgot"}, WaitForCallback(CallbackToken("nope", 1, 1)))
     await client.insert(Work(), max_attempts=3)
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.state is JobState.FAILED
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is JobState.FAILED
     entry = run.row.errors[-1]
     assert entry["error"].startswith("wait_for_callback_contract_violation")
     assert entry["output"] == {"why": "forgot"}
@@ -223,22 +251,29 @@ async def test_output_error_does_not_poison_the_attempt_when_caught(client: Clie
         job.set_output({"first": 1})
         with pytest.raises(OutputError) as too_large:
             job.set_output("x" * 5000)
-        assert too_large.value.reason == "too_large" and job.output is None  # failure clears
+        assert too_large.value.reason == "too_large"
+        assert job.output is None
         job.set_output({"kept": True})
 
     await client.insert(Work())
     run = await work_one(client)
-    assert run is not None and run.row is not None
-    assert run.row.state is JobState.COMPLETED and run.row.output == {"kept": True}
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is JobState.COMPLETED
+    assert run.row.output == {"kept": True}
 
 
 async def test_uncaught_output_error_fails_terminally_without_output(client: Client) -> None:
     handler_returning(client, {float("nan"): 1})
     await client.insert(Work(), max_attempts=5)
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.state is JobState.FAILED
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is JobState.FAILED
     entry = run.row.errors[-1]
-    assert entry["terminal"] is True and "OutputError" in entry["error"] and "output" not in entry
+    assert entry["terminal"] is True
+    assert "OutputError" in entry["error"]
+    assert "output" not in entry
 
 
 async def test_null_clears_and_the_slot_is_sealed_after_return(client: Client) -> None:
@@ -252,7 +287,9 @@ async def test_null_clears_and_the_slot_is_sealed_after_return(client: Client) -
 
     await client.insert(Work())
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.output is None
+    assert run is not None
+    assert run.row is not None
+    assert run.row.output is None
     with pytest.raises(OutputError) as sealed:
         leaked[0].set_output("late")
     assert sealed.value.reason == "sealed"
@@ -273,7 +310,9 @@ async def test_list_reads_never_load_outputs(client: Client) -> None:
     job = await client.insert(Work())
     await work_one(client)
     (listed,) = await client.list_jobs(state=JobState.COMPLETED)
-    assert listed.id == job.id and listed.output_text is None and listed.output is None
+    assert listed.id == job.id
+    assert listed.output_text is None
+    assert listed.output is None
     assert listed.has_output is True
 
 
@@ -286,10 +325,13 @@ async def test_staged_follow_up_is_inserted_with_the_completion(client: Client) 
 
     job = await client.insert(Work(n=0))
     run = await work_one(client)
-    assert run is not None and run.row is not None
-    assert run.row.state is JobState.COMPLETED and run.row.output == {"staged": 1}
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is JobState.COMPLETED
+    assert run.row.output == {"staged": 1}
     follow_up = await client.list_jobs(state=JobState.AVAILABLE)
-    assert [r.args for r in follow_up] == [{"n": 1}] and follow_up[0].id > job.id
+    assert [r.args for r in follow_up] == [{"n": 1}]
+    assert follow_up[0].id > job.id
 
 
 async def test_a_failed_stage_poisons_the_attempt_and_keeps_the_output(client: Client) -> None:
@@ -303,9 +345,12 @@ async def test_a_failed_stage_poisons_the_attempt_and_keeps_the_output(client: C
 
     await client.insert(Work(), max_attempts=5)
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.state is JobState.FAILED
+    assert run is not None
+    assert run.row is not None
+    assert run.row.state is JobState.FAILED
     entry = run.row.errors[-1]
-    assert entry["terminal"] is True and entry["error"].startswith("staged follow-up failed")
+    assert entry["terminal"] is True
+    assert entry["error"].startswith("staged follow-up failed")
     assert entry["output"] == {"did": "side effects"}
     assert await client.list_jobs(state=JobState.AVAILABLE) == []
 
@@ -321,7 +366,10 @@ async def test_completed_specs_never_see_the_output(client: Client) -> None:
     handler_returning(client, {"secret": "derived"})
     job = await client.insert(Work())
     run = await work_one(client)
-    assert run is not None and run.row is not None and run.row.output == {"secret": "derived"}
+    assert run is not None
+    assert run.row is not None
+    assert run.row.output == {"secret": "derived"}
     assert seen == [None]
     (follow_up,) = await client.list_jobs(state=JobState.AVAILABLE)
-    assert follow_up.args == {"n": 99} and follow_up.id != job.id
+    assert follow_up.args == {"n": 99}
+    assert follow_up.id != job.id

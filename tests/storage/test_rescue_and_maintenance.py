@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from storage import Client, Job, JobState, TerminalError
+from storage import Client, Job, JobState, TerminalError, WaitForCallback
 from storage.claim import ClaimedJob, claim_batch
 from storage.db import connect_once
 from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
@@ -389,3 +389,98 @@ async def test_a_slot_holding_a_live_job_is_not_pruned(
 
     assert await _rotate_queue(client) == RotateOutcome(True, True)  # now slot 0 can go
     assert await _current_slot(client) == 0
+
+
+async def test_pruning_a_cancelled_unclaimed_job_leaves_no_phantom_work(small_ring: Client) -> None:
+    client = small_ring
+    cancelled = await client.insert({"n": 1}, kind="m_live", queue="quiet")  # no worker serves it
+    await client.cancel_job(cancelled.id)
+    assert (await client.counts()).by_state[JobState.AVAILABLE] == 0
+
+    assert (await _fill_and_rotate(client)).rotated
+    assert (await _fill_and_rotate(client)).rotated
+    assert await _fill_and_rotate(client) == RotateOutcome(True, True)  # its slot is pruned
+
+    assert await client.get_job(cancelled.id) is None
+    assert (await client.counts()).by_state[JobState.AVAILABLE] == 0
+    assert await client.list_jobs(state=JobState.AVAILABLE) == []
+    async with asyncio.timeout(5):  # nothing is left to run in that queue
+        await client.run_until_idle(["quiet"], maintenance_interval=None)
+    later = await client.insert({"n": 2}, kind="m_live", queue="quiet")
+    async with client.pool.acquire() as c:
+        (claimed,) = await claim_batch(c, ["quiet"], 5, 60)
+    assert claimed.job_id == later.id
+
+
+async def _rotate_claims(client: Client) -> RotateOutcome:
+    async with client.pool.acquire() as c:
+        return await rotate(c, "claim", timedelta(0), MaintenanceSettings(), True, force=True)
+
+
+async def _claim_and_rotate(client: Client) -> RotateOutcome:
+    """A claim in the current claim slot (an idle slot is not rotated), then a forced rotation."""
+    await client.insert({"n": 0}, kind="m_filler")
+    assert await work_one(client, ["filler"]) is not None
+    return await _rotate_claims(client)
+
+
+async def test_claim_ring_prune_waits_for_open_attempts_and_keeps_terminal_reads(
+    small_ring: Client,
+) -> None:
+    client = small_ring
+    tokens: list[str] = []
+
+    @client.task(kind="m_mixed")
+    async def mixed(job: Job[Args]) -> object:
+        if job.args["n"] == 1:
+            raise TerminalError("no")
+        if job.args["n"] == 2:
+            token = await job.register_callback(timeout_seconds=3600)
+            tokens.append(token.callback_id)
+            return WaitForCallback(token)
+        return None
+
+    compact, failed, parked = await client.insert_many(
+        [{"n": 0}, {"n": 1}, {"n": 2}], kind="m_mixed"
+    )
+    for _ in range(3):
+        assert await work_one(client) is not None  # all three claimed in claim slot 0
+
+    assert (await _claim_and_rotate(client)).rotated  # 0 -> 1
+    assert (await _claim_and_rotate(client)).rotated  # 1 -> 2
+    assert await _claim_and_rotate(client) == RotateOutcome(False, False)  # parked attempt open
+
+    await client.complete_external(tokens[0], output={"done": True})
+    assert await _rotate_claims(client) == RotateOutcome(True, True)  # slot 0 truncated
+
+    async with client.pool.acquire() as c:
+        assert await c.fetchval("SELECT count(*) FROM claim_batches WHERE slot = 0") == 0
+    states = [await client.get_job(j.id) for j in (compact, failed, parked)]
+    assert [r.state if r else None for r in states] == [
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.COMPLETED,
+    ]
+    assert states[2] is not None and states[2].output == {"done": True}
+    assert (await client.run_maintenance()).rescued == 0  # nothing looks open without its claim
+
+
+async def test_dlq_entries_past_retention_are_purged(client: Client) -> None:
+    @client.task(kind="m_dead")
+    async def dead(job: Job[Args]) -> None:
+        raise TerminalError("dead")
+
+    await client.configure_queue("default", dlq=True)
+    old, recent = await client.insert_many([{"n": 1}, {"n": 2}], kind="m_dead")
+    for _ in range(2):
+        assert await work_one(client) is not None
+    async with client.pool.acquire() as c:
+        await c.execute(
+            "UPDATE dlq_entries SET dlq_at = now() - interval '31 days' WHERE job_id = $1", old.id
+        )
+
+    report = await client.run_maintenance()
+
+    assert report.dlq_purged == 1
+    assert [r.id for r in await client.list_jobs(dlq=True)] == [recent.id]
+    assert await client.get_job(old.id) is None

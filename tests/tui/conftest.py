@@ -11,7 +11,7 @@ from textual.widgets import Input, TextArea
 from textual.worker import WorkerState
 
 from storage import Client
-from tui.scenarios import Incident, seed_incident
+from tests.tui.scenarios import Incident, seed_incident
 
 
 @pytest.fixture
@@ -41,3 +41,38 @@ def freeze_cursors(pilot: Pilot[Any]) -> None:
         widget.cursor_blink = False
     for area in pilot.app.screen.query(TextArea):
         area.cursor_blink = False
+
+
+def text_of(thing: object) -> str:
+    """The plain text a widget (or a cell, or a renderable) shows, children included."""
+    from rich.console import Console
+    from textual.content import Content
+    from textual.widget import Widget
+    from textual.widgets import Static
+
+    if isinstance(thing, Widget):
+        parts = []
+        if isinstance(thing, Static):
+            parts.append(text_of(thing.content))
+        parts.extend(text_of(child) for child in thing.children)
+        return "\n".join(part for part in parts if part)
+    if isinstance(thing, str):
+        return thing
+    if isinstance(thing, Content):
+        return thing.plain
+    plain = getattr(thing, "plain", None)
+    if isinstance(plain, str):
+        return plain
+    console = Console(width=200, record=True, color_system=None)
+    with console.capture() as capture:
+        console.print(thing)
+    return capture.get()
+
+
+async def wait_for_screen(pilot: Pilot[Any], screen_type: type[Any]) -> Any:
+    """For flows whose worker waits on a modal (``settle`` would wait for it forever)."""
+    for _ in range(200):
+        if isinstance(pilot.app.screen, screen_type):
+            return pilot.app.screen
+        await pilot.pause(0.02)
+    raise AssertionError(f"{screen_type.__name__} never appeared")

@@ -213,7 +213,7 @@ def _errors_at(table: str) -> str:
 UPDATE {table} t SET payload = jsonb_set(t.payload, '{{errors}}', (
     SELECT jsonb_agg(e || jsonb_build_object('at', to_char(
         ($1::timestamptz + t.job_id * interval '5 minutes' + (e->>'attempt')::int * interval '1 minute')
-        AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"+00:00"')) ORDER BY ord)
+        AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:30"+00:00"')) ORDER BY ord)
       FROM jsonb_array_elements(t.payload->'errors') WITH ORDINALITY AS x(e, ord)))
  WHERE t.payload ? 'errors'
 """
@@ -230,7 +230,7 @@ PIN = [
                                   ELSE $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute' END""",
     """UPDATE claim_batches SET claimed_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '1 minute',
               deadline_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '31 minutes'""",
-    "UPDATE done_entries SET finalized_at = $1::timestamptz + job_id * interval '5 minutes' + interval '2 minutes'",
+    "UPDATE done_entries SET finalized_at = $1::timestamptz + job_id * interval '5 minutes' + interval '4 minutes'",
     "UPDATE receipt_completion_batches SET finalized_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '2 minutes'",
     """UPDATE dlq_entries SET created_at = $1::timestamptz + job_id * interval '5 minutes',
               run_at = $1::timestamptz + job_id * interval '5 minutes',
