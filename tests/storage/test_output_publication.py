@@ -84,7 +84,8 @@ async def test_ten_thousand_hundred_byte_outputs_stay_on_the_compact_path(
         await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 10_000
     )
     sizes = await conn.fetch(
-        "SELECT DISTINCT octet_length(o::text) AS n FROM receipt_completion_batches, unnest(outputs) o"
+        "SELECT DISTINCT octet_length(o::text) AS n"
+        " FROM receipt_completion_batches, unnest(outputs) o"
     )
     assert [r["n"] for r in sizes] == [100]
     for row in rows[::97]:
@@ -113,7 +114,8 @@ async def test_batches_split_once_outputs_pass_64_kib(
         ]
         await complete_compact(c, items, outputs_supported=True)
     rows = await conn.fetch(
-        "SELECT completed_count, (SELECT sum(octet_length(o::text)) FROM unnest(outputs) o) AS bytes,"
+        "SELECT completed_count,"
+        " (SELECT sum(octet_length(o::text)) FROM unnest(outputs) o) AS bytes,"
         " cardinality(outputs) AS n FROM receipt_completion_batches ORDER BY batch_id"
     )
     assert len(rows) > 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from textual.content import Content
 
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.help import HelpScreen
@@ -76,7 +77,8 @@ async def test_mouse_selects_tabs_and_rows(
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         tabs = app.screen.query_one(StateTabs)
-        column = text_of(tabs).index("Failed") + 1  # the widget has one cell of padding
+        plain = Content.from_markup(tabs.tabs_markup()).plain
+        column = plain.index("Failed") + 1  # the widget has one cell of padding
         await pilot.click(StateTabs, offset=(column + 1, 0))
         await settle(pilot)
         screen = app.screen
