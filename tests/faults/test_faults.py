@@ -64,11 +64,13 @@ async def test_flush_connection_killed_before_commit_is_retried_and_publishes_on
         # Hold the attempt's lock so the flush blocks inside its transaction, then kill it.
         await conn.execute("SELECT pg_advisory_xact_lock($1)", item.ref.claim_id)
         future = batcher.submit(item)
-        while not await conn.fetchval(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        ):
-            # The flush waits in another backend; pg_locks is the only place that shows it.
-            await asyncio.sleep(0)  # noqa: ASYNC110
+        # The flush waits in another backend; pg_locks is the only place that shows it. Each
+        # query yields to the event loop, which lets the flush reach its lock wait.
+        waiting = 0
+        while not waiting:
+            waiting = await conn.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
         killed = await conn.fetchval(
             "SELECT pg_terminate_backend(pid) FROM pg_locks"
             " WHERE locktype = 'advisory' AND NOT granted"
