@@ -375,3 +375,49 @@ async def test_completed_specs_never_see_the_output(client: Client) -> None:
     (follow_up,) = await client.list_jobs(state=JobState.AVAILABLE)
     assert follow_up.args == {"n": 99}
     assert follow_up.id != job.id
+
+
+async def test_rescue_entry_leaves_the_earlier_kept_output_in_place(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    from storage.maintenance import MaintenanceSettings
+
+    handler_returning(client, {"first": "attempt"}, RuntimeError("boom"))
+    job = await client.insert(Work(), max_attempts=5)
+    await work_one(client)
+    await conn.execute("UPDATE deferred_jobs SET run_at = now()")
+    await client.run_maintenance()
+    async with client.pool.acquire() as c:
+        (claimed,) = await claim_batch(c, ["default"], 1, 600)  # a worker that then dies
+    assert claimed.job_id == job.id
+    await client.run_maintenance(MaintenanceSettings(heartbeat_stale_seconds=0))
+    row = await client.get_job(job.id)
+    assert row is not None and row.state is JobState.RETRYABLE
+    assert [e["error"] for e in row.errors] == [
+        "RuntimeError: boom",
+        "heartbeat stale: worker presumed dead",
+    ]
+    assert row.kept_output_position() == 0 and row.errors[0]["output"] == {"first": "attempt"}
+
+
+async def test_kept_output_survives_the_dlq_and_a_later_failure_replaces_it(
+    client: Client,
+) -> None:
+    await client.configure_queue("default", dlq=True)
+
+    @client.task(Work)
+    async def handle(job: Job[Work]) -> None:
+        job.set_output({"run": job.run_lease})
+        raise RuntimeError("still broken")
+
+    job = await client.insert(Work(), max_attempts=1)
+    await work_one(client)
+    dead = await client.get_job(job.id)
+    assert dead is not None and dead.dlq is not None
+    assert dead.errors[-1]["output"] == {"run": 1}
+    await client.retry_dlq(job.id)
+    await work_one(client)
+    again = await client.get_job(job.id)
+    assert again is not None and again.dlq is not None and len(again.errors) == 2
+    assert [("output" in e) for e in again.errors] == [False, True]
+    assert again.errors[1]["output"] == {"run": 2}

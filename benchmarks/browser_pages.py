@@ -1,0 +1,592 @@
+"""The console's browser reads on 10,000 vs 1,000,000 terminal jobs.
+
+Run as ``python -m benchmarks.browser_pages [--quick] [--dsn DSN] [--out DIR]``.
+
+The job browser shows a state tab with counts and keyset pages of 50 jobs, newest first.
+Its reads must cost about the same on a large history as on a small one. This measures,
+on a database of 10,000 terminal jobs and one of 1,000,000 (200,000 with ``--quick``):
+
+* ``list_jobs(state=COMPLETED, limit=50)``: the first page, then the next 5 pages by
+  ``before_id`` (keyset);
+* ``list_jobs(state=None)`` (every state): first page and next 5;
+* ``list_jobs(state=FAILED)``: first page and next 5;
+* ``counts()`` (the tab counts);
+* extra: ``get_job`` of a random compact job, and the public SQL view
+  ``terminal_jobs`` filtered by ``job_id`` (what a user's SQL would do).
+
+How the data is made: the small database is completed by the real runtime (10,000 jobs,
+interleaved in chunks: 85% compact completions of which every other one records a 100 B
+output, 10% general-path completions via tags with a 100 B output, 5% failures with
+``max_attempts=1`` that record an output). The large one is that history replicated by
+SQL: ``INSERT ... SELECT`` from the small schema into a fresh one, k = 0..K-1 copies with
+job ids, claim ids and lane sequences shifted by k times their range (ready rows, claim
+batches, compact completion batches with their outputs, done rows, attempt closures), the
+lane cursors and sequences set past the copies. Then both get ``VACUUM ANALYZE``, their
+claim timestamps are moved an hour back (a history older than the rescue horizon's
+one-minute window, as it is in steady state) and one maintenance pass advances the rescue
+horizon. ``counts()`` is also timed once before that, with the horizon still at zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from benchmarks._engine import (
+    SMALL,
+    Noop,
+    completion_totals,
+    drop_queue_schema,
+    log,
+    new_queue_schema,
+    output_values,
+    prepare,
+)
+from benchmarks._harness import (
+    Connection,
+    Stat,
+    Table,
+    base_parser,
+    command_line,
+    embedded_or_dsn,
+    ident,
+    latency_stats,
+    machine_info,
+    print_table,
+    relations_size,
+    schema_tables,
+    write_results,
+)
+from storage import Client, Job, JobState
+
+NAME = "browser_pages"
+BASE_JOBS = 10_000
+PAGE = 50
+NEXT_PAGES = 5
+CHUNK = 100
+"""Insert chunk: of every 100 jobs, 85 compact, 10 general (tags), 5 failing."""
+MIX = (("compact", 85), ("general", 10), ("failed", 5))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    rounds: int
+    large_jobs: int
+    reps: int
+    view_reps: int
+
+
+FULL = Plan(rounds=5, large_jobs=1_000_000, reps=8, view_reps=3)
+QUICK = Plan(rounds=3, large_jobs=200_000, reps=5, view_reps=2)
+
+
+# --------------------------------------------------------------------------------------
+# Building the databases
+# --------------------------------------------------------------------------------------
+
+
+async def build_small(conn: Connection, dsn: str, seed: int) -> str:
+    """10,000 terminal jobs completed by the real runtime."""
+    schema = await new_queue_schema(conn, "bench_br_small")
+    outputs = output_values(SMALL, 256, seed)
+    client = await Client.connect(dsn, schema)
+    try:
+
+        @client.task(Noop)
+        async def handler(job: Job[Noop]) -> None:
+            i = job.args.i
+            if i % 2 == 0 or job.tags or job.max_attempts == 1:
+                job.set_output(outputs[i % len(outputs)])
+            if job.max_attempts == 1:
+                raise RuntimeError("failed on purpose")
+
+        started = time.perf_counter()
+        n = 0
+        while n < BASE_JOBS:
+            for kind, count in MIX:
+                args = [Noop(n + j) for j in range(count)]
+                n += count
+                if kind == "compact":
+                    await client.insert_many(args)
+                elif kind == "general":
+                    await client.insert_many(args, tags=["x"])
+                else:
+                    await client.insert_many(args, max_attempts=1)
+        await client.run_until_idle(maintenance_interval=None)
+        log(f"small: {BASE_JOBS:,} jobs run in {time.perf_counter() - started:.1f} s")
+    finally:
+        await client.close()
+    totals = await completion_totals(conn, schema)
+    expected = (BASE_JOBS * 95 // 100, BASE_JOBS * 5 // 100)
+    if (totals.completed, totals.done_failed) != expected:
+        raise AssertionError(f"small history is not as planned: {totals}")
+    return schema
+
+
+REPLICATE = """
+WITH k AS (SELECT generate_series(0, $1::int - 1)::bigint AS k),
+shift AS (
+    SELECT (SELECT max(job_id) FROM {src}.ready_entries) AS j,
+           (SELECT max(claim_id) FROM {src}.claim_batches) AS c,
+           (SELECT max(next_seq) FROM {src}.queue_lanes) AS l
+)
+{body}
+"""
+
+REPLICATE_BODIES = {
+    "ready_entries": """
+INSERT INTO {dst}.ready_entries
+SELECT r.slot, r.job_id + k.k * s.j, r.kind, r.queue, r.args, r.priority, r.attempt,
+       r.run_lease, r.max_attempts, r.lane_seq + k.k * s.l, r.run_at, r.attempted_at,
+       r.created_at, r.unique_key, r.payload
+  FROM {src}.ready_entries r, k, shift s
+ ORDER BY k.k, r.job_id
+""",
+    "claim_batches": """
+INSERT INTO {dst}.claim_batches
+SELECT b.slot, b.claim_id + k.k * s.c, b.queue, b.priority, b.lane_lo + k.k * s.l,
+       b.lane_hi + k.k * s.l,
+       (SELECT array_agg(x + k.k * s.j ORDER BY o) FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
+       b.run_leases,
+       (SELECT array_agg(x + k.k * s.l ORDER BY o) FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
+       b.attempts, b.claimed_at, b.deadline_at
+  FROM {src}.claim_batches b, k, shift s
+ ORDER BY k.k, b.claim_id
+""",
+    "receipt_completion_batches": """
+INSERT INTO {dst}.receipt_completion_batches
+    (slot, claim_id, queue, priority, claim_lane_lo, claim_lane_hi, min_job_id, max_job_id,
+     job_ids, run_leases, lane_seqs, attempts, completed_count, finalized_at, outputs)
+SELECT b.slot, b.claim_id + k.k * s.c, b.queue, b.priority, b.claim_lane_lo + k.k * s.l,
+       b.claim_lane_hi + k.k * s.l, b.min_job_id + k.k * s.j, b.max_job_id + k.k * s.j,
+       (SELECT array_agg(x + k.k * s.j ORDER BY o) FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
+       b.run_leases,
+       (SELECT array_agg(x + k.k * s.l ORDER BY o) FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
+       b.attempts, b.completed_count, b.finalized_at, b.outputs
+  FROM {src}.receipt_completion_batches b, k, shift s
+ ORDER BY k.k, b.batch_id
+""",
+    "done_entries": """
+INSERT INTO {dst}.done_entries
+    (slot, job_id, run_lease, state, attempt, finalized_at, payload, output)
+SELECT d.slot, d.job_id + k.k * s.j, d.run_lease, d.state, d.attempt, d.finalized_at,
+       d.payload, d.output
+  FROM {src}.done_entries d, k, shift s
+ ORDER BY k.k, d.job_id
+""",
+    "attempt_closures": """
+INSERT INTO {dst}.attempt_closures
+SELECT c.slot, c.job_id + k.k * s.j, c.run_lease, c.claim_id + k.k * s.c, c.outcome, c.closed_at
+  FROM {src}.attempt_closures c, k, shift s
+""",
+}
+
+FINISH_LARGE = """
+WITH s AS (SELECT (SELECT max(job_id) FROM {src}.ready_entries) AS j,
+                  (SELECT max(claim_id) FROM {src}.claim_batches) AS c)
+SELECT setval('{dst}.job_id_seq', $1 * s.j), setval('{dst}.claim_id_seq', $1 * s.c) FROM s
+"""
+
+
+async def build_large(conn: Connection, small: str, copies: int) -> str:
+    """``copies`` shifted copies of the small history, by SQL."""
+    schema = await new_queue_schema(conn, "bench_br_large")
+    src, dst = ident(small), ident(schema)
+    started = time.perf_counter()
+    async with conn.transaction():
+        for table, body in REPLICATE_BODIES.items():
+            t0 = time.perf_counter()
+            sql = REPLICATE.format(src=src, body=body.format(src=src, dst=dst))
+            await conn.execute(sql, copies)
+            log(f"large: {table} x{copies} in {time.perf_counter() - t0:.1f} s")
+        await conn.execute(
+            f"""INSERT INTO {dst}.queue_lanes (queue, priority, next_seq, claim_seq)
+                SELECT queue, priority, next_seq * $1, claim_seq * $1 FROM {src}.queue_lanes""",
+            copies,
+        )
+        await conn.execute(f"INSERT INTO {dst}.queue_settings SELECT * FROM {src}.queue_settings")
+        await conn.fetch(FINISH_LARGE.format(src=src, dst=schema), copies)
+    log(f"large: {copies * BASE_JOBS:,} jobs replicated in {time.perf_counter() - started:.1f} s")
+    totals = await completion_totals(conn, schema)
+    if totals.completed + totals.done_failed != copies * BASE_JOBS:
+        raise AssertionError(f"large history is not as planned: {totals}")
+    return schema
+
+
+async def settle(conn: Connection, dsn: str, schema: str) -> None:
+    """VACUUM ANALYZE, age the claims past the horizon window, one maintenance pass."""
+    s = ident(schema)
+    for table in await schema_tables(conn, schema):
+        await conn.execute(f"VACUUM ANALYZE {s}.{ident(table)}")
+    await conn.execute(
+        f"UPDATE {s}.claim_batches SET claimed_at = claimed_at - interval '1 hour',"
+        " deadline_at = deadline_at - interval '1 hour'"
+    )
+    await conn.execute(f"VACUUM ANALYZE {s}.claim_batches")
+    client = await Client.connect(dsn, schema)
+    try:
+        await client.run_maintenance()
+    finally:
+        await client.close()
+    horizon = await conn.fetchval(f"SELECT rescue_horizon FROM {s}.maintenance_state")
+    top = await conn.fetchval(f"SELECT max(claim_id) FROM {s}.claim_batches")
+    if horizon <= top:
+        raise AssertionError(f"{schema}: rescue horizon {horizon} did not pass claim {top}")
+
+
+# --------------------------------------------------------------------------------------
+# Reads
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Db:
+    label: str
+    schema: str
+    jobs: int
+    client: Client
+    compact_ids: list[int]
+    bytes: int
+
+
+@dataclass(slots=True)
+class Samples:
+    by_round: dict[int, list[float]] = field(default_factory=dict)
+
+    def add(self, round_no: int, ms: float) -> None:
+        self.by_round.setdefault(round_no, []).append(ms)
+
+    def all(self) -> list[float]:
+        return [v for values in self.by_round.values() for v in values]
+
+    def round_medians(self) -> list[float]:
+        return [statistics.median(self.by_round[r]) for r in sorted(self.by_round)]
+
+
+READS: tuple[tuple[str, str], ...] = (
+    ("completed_first", "list_jobs(COMPLETED): first page"),
+    ("completed_next", "list_jobs(COMPLETED): next pages 2-6"),
+    ("all_first", "list_jobs(all states): first page"),
+    ("all_next", "list_jobs(all states): next pages 2-6"),
+    ("failed_first", "list_jobs(FAILED): first page"),
+    ("failed_next", "list_jobs(FAILED): next pages 2-6"),
+    ("counts", "counts()"),
+    ("get_job", "(extra) get_job, random compact job"),
+)
+
+
+async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = await fn()
+    return (time.perf_counter() - started) * 1000, result
+
+
+async def page_walk(
+    db: Db, state: JobState | None, first: Samples, nxt: Samples, round_no: int
+) -> None:
+    """First page, then ``NEXT_PAGES`` keyset pages; checks order and size."""
+    before: int | None = None
+    last_id: int | None = None
+    for page in range(NEXT_PAGES + 1):
+        ms, rows = await timed(
+            lambda: db.client.list_jobs(state=state, limit=PAGE, before_id=before)
+        )
+        if len(rows) != PAGE:
+            raise AssertionError(f"{db.label} {state}: page {page} has {len(rows)} rows")
+        ids = [r.id for r in rows]
+        if ids != sorted(ids, reverse=True) or (last_id is not None and ids[0] >= last_id):
+            raise AssertionError(f"{db.label} {state}: page {page} out of order")
+        if state is not None and any(r.state is not state for r in rows):
+            raise AssertionError(f"{db.label}: page {page} mixes states")
+        if any(r.output is not None for r in rows):
+            raise AssertionError("list rows must not carry outputs")
+        (first if page == 0 else nxt).add(round_no, ms)
+        last_id = ids[-1]
+        before = last_id
+
+
+async def measure(
+    dbs: Sequence[Db], plan: Plan, seed: int
+) -> dict[str, dict[str, Samples]]:
+    rng = random.Random(seed)
+    out = {db.label: {key: Samples() for key, _ in READS} for db in dbs}
+    for round_no in range(-1, plan.rounds):  # round -1 warms up and is dropped
+        order = list(dbs) if round_no % 2 == 0 else list(reversed(dbs))
+        for db in order:
+            s = out[db.label]
+            for _ in range(plan.reps):
+                await page_walk(db, JobState.COMPLETED, s["completed_first"],
+                                s["completed_next"], round_no)
+                await page_walk(db, None, s["all_first"], s["all_next"], round_no)
+                await page_walk(db, JobState.FAILED, s["failed_first"], s["failed_next"],
+                                round_no)
+                ms, counts = await timed(db.client.counts)
+                completed = counts.by_state[JobState.COMPLETED]
+                if completed != db.jobs * 95 // 100:
+                    raise AssertionError(f"{db.label}: counts() says {completed} completed")
+                s["counts"].add(round_no, ms)
+                job_id = rng.choice(db.compact_ids)
+                ms, row = await timed(lambda: db.client.get_job(job_id))
+                if row is None or row.state is not JobState.COMPLETED:
+                    raise AssertionError(f"{db.label}: job {job_id} not found completed")
+                s["get_job"].add(round_no, ms)
+        if round_no >= 0:
+            log(
+                f"round {round_no + 1}/{plan.rounds}: "
+                + "; ".join(
+                    f"{db.label} first {statistics.median(out[db.label]['completed_first'].by_round[round_no]):.1f} ms"
+                    f" counts {statistics.median(out[db.label]['counts'].by_round[round_no]):.1f} ms"
+                    for db in dbs
+                )
+            )
+        else:
+            for db in dbs:
+                for samples in out[db.label].values():
+                    samples.by_round.pop(-1, None)
+    return out
+
+
+async def view_lookup(conn: Connection, db: Db, reps: int, seed: int) -> list[float]:
+    """``SELECT ... FROM terminal_jobs WHERE job_id = $1`` (the public SQL surface)."""
+    rng = random.Random(seed)
+    s = ident(db.schema)
+    sql = f"SELECT job_id, state, output::text FROM {s}.terminal_jobs WHERE job_id = $1"
+    samples = []
+    for _ in range(reps):
+        job_id = rng.choice(db.compact_ids)
+        started = time.perf_counter()
+        rows = await conn.fetch(sql, job_id)
+        samples.append((time.perf_counter() - started) * 1000)
+        if len(rows) != 1:
+            raise AssertionError(f"terminal_jobs returned {len(rows)} rows for {job_id}")
+    return samples
+
+
+async def counts_before_horizon(db_client: Client, reps: int) -> list[float]:
+    samples = []
+    for _ in range(reps):
+        ms, _ = await timed(db_client.counts)
+        samples.append(ms)
+    return samples
+
+
+# --------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------
+
+
+def reads_table(
+    dbs: Sequence[Db], lat: dict[str, dict[str, Samples]], plan: Plan
+) -> tuple[Table, list[dict[str, object]]]:
+    small, large = dbs
+    rows = []
+    data: list[dict[str, object]] = []
+    for key, label in READS:
+        a, b = lat[small.label][key], lat[large.label][key]
+        sa, sb = latency_stats(a.all()), latency_stats(b.all())
+        ratio = Stat.paired_ratio(b.round_medians(), a.round_medians())
+        rows.append(
+            (
+                label,
+                f"{sa['median']:.2f}",
+                f"{sa['p95']:.2f}",
+                f"{sb['median']:.2f}",
+                f"{sb['p95']:.2f}",
+                Stat.of(b.round_medians()).fmt(".2f"),
+                ratio.fmt(".2f"),
+            )
+        )
+        data.append(
+            {
+                "read": key,
+                "label": label,
+                small.label: {"ms": sa, "round_medians": Stat.of(a.round_medians())},
+                large.label: {"ms": sb, "round_medians": Stat.of(b.round_medians())},
+                "large_over_small": ratio,
+            }
+        )
+    table = Table(
+        f"Browser reads, ms: {small.jobs:,} vs {large.jobs:,} terminal jobs"
+        f" ({plan.rounds} rounds x {plan.reps} walks)",
+        (
+            "read",
+            f"{small.label} median",
+            f"{small.label} p95",
+            f"{large.label} median",
+            f"{large.label} p95",
+            f"{large.label} round medians (min..max)",
+            f"{large.label} ÷ {small.label}, paired",
+        ),
+        tuple(rows),
+        caption=(
+            "Client calls end to end (pool acquire, queries, row decoding). 'next pages' "
+            "pools pages 2-6 of each keyset walk (before_id = last id of the previous page). "
+            "Ratio: per-round median on the large database over the small one's."
+        ),
+    )
+    return table, data
+
+
+def extra_table(
+    dbs: Sequence[Db], view: dict[str, list[float]], before: dict[str, list[float]]
+) -> Table:
+    small, large = dbs
+    rows = []
+    for label, source in (
+        ("SQL: terminal_jobs WHERE job_id = $1", view),
+        ("counts() before the rescue horizon advanced", before),
+    ):
+        a, b = statistics.median(source[small.label]), statistics.median(source[large.label])
+        rows.append((label, f"{a:,.1f}", f"{b:,.1f}", f"{b / a:,.0f}"))
+    return Table(
+        "Reads outside the browser's bounded paths, ms (median of a few calls)",
+        ("read", small.label, large.label, "ratio"),
+        tuple(rows),
+        caption=(
+            "terminal_jobs is the documented SQL read surface; filtering it by job_id cannot "
+            "reach an index through the compact branch's unnest. counts() before maintenance "
+            "has advanced the rescue horizon (e.g. in the first minute after a burst) scans "
+            "every claim batch."
+        ),
+    )
+
+
+NOTES = """
+## Method
+
+Both databases live on the same server and are read alternately (the order flips every
+round); round 0 is a warm-up and is dropped. Each walk checks its pages: 50 rows, ids
+strictly descending across pages, the requested state, no outputs on list rows; `counts()`
+must report the expected number of completed jobs, and `get_job` must find the job
+completed.
+"""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Any:
+    parser = base_parser(
+        NAME,
+        __doc__.split("\n", 1)[0] if __doc__ else None,
+        quick_help=f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
+        f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)",
+    )
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument(
+        "--large-jobs", type=int, help="jobs in the large database (multiple of 10,000)"
+    )
+    parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
+    parser.add_argument("--keep", action="store_true", help="keep the schemas (with --dsn)")
+    args = parser.parse_args(argv)
+    if args.large_jobs is not None and (
+        args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS
+    ):
+        parser.error(f"--large-jobs must be a multiple of {BASE_JOBS:,}")
+    return args
+
+
+async def amain(args: Any) -> int:
+    base = QUICK if args.quick else FULL
+    plan = Plan(
+        rounds=args.rounds or base.rounds,
+        large_jobs=args.large_jobs or base.large_jobs,
+        reps=base.reps,
+        view_reps=base.view_reps,
+    )
+    started = time.perf_counter()
+    async with embedded_or_dsn(args.dsn, log=log) as dsn:
+        await prepare(dsn)
+        conn: Connection = await asyncpg.connect(dsn)
+        schemas: list[str] = []
+        clients: list[Client] = []
+        try:
+            machine = await machine_info(conn)
+            small = await build_small(conn, dsn, args.seed)
+            schemas.append(small)
+            large = await build_large(conn, small, plan.large_jobs // BASE_JOBS)
+            schemas.append(large)
+            build_seconds = time.perf_counter() - started
+            dbs: list[Db] = []
+            before: dict[str, list[float]] = {}
+            for schema, jobs in ((small, BASE_JOBS), (large, plan.large_jobs)):
+                label = f"{jobs // 1000:,}k"
+                client = await Client.connect(dsn, schema)
+                clients.append(client)
+                before[label] = await counts_before_horizon(client, plan.view_reps)
+                await settle(conn, dsn, schema)
+                s = ident(schema)
+                compact_ids = [
+                    int(r[0])
+                    for r in await conn.fetch(
+                        f"SELECT u FROM {s}.receipt_completion_batches, unnest(job_ids) u"
+                        " ORDER BY random() LIMIT 2000"
+                    )
+                ]
+                size = await relations_size(conn, schema, await schema_tables(conn, schema))
+                dbs.append(Db(label, schema, jobs, client, compact_ids, size))
+            log(f"built and settled in {time.perf_counter() - started:.0f} s")
+            lat = await measure(dbs, plan, args.seed)
+            view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
+        finally:
+            for client in clients:
+                await client.close()
+            if not args.keep:
+                for schema in schemas:
+                    await drop_queue_schema(conn, schema)
+            await conn.close()
+    main, data = reads_table(dbs, lat, plan)
+    extra = extra_table(dbs, view, before)
+    for table in (main, extra):
+        print_table(table)
+    meta: dict[str, object] = {
+        "command": command_line(NAME, sys.argv[1:]),
+        "server": "external (--dsn)" if args.dsn else "embedded pgserver",
+        "machine": machine,
+        "config": {
+            "quick": args.quick,
+            "rounds": plan.rounds,
+            "walks_per_round": plan.reps,
+            "page_size": PAGE,
+            "next_pages": NEXT_PAGES,
+            "small_jobs": BASE_JOBS,
+            "large_jobs": plan.large_jobs,
+            "mix_per_100_jobs": dict(MIX),
+            "database_bytes": {db.label: db.bytes for db in dbs},
+            "build_seconds": round(build_seconds, 1),
+            "seed": args.seed,
+            "wall_seconds": round(time.perf_counter() - started, 1),
+        },
+        "data": (
+            "small: real runtime; large: the small history replicated by INSERT ... SELECT "
+            "with shifted job ids, claim ids and lane sequences (see the module docstring)"
+        ),
+    }
+    files = write_results(
+        args.out,
+        NAME,
+        data,
+        meta,
+        title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
+        tables=(main, extra),
+        notes=(__doc__.split("\n\n", 2)[2] if __doc__ else "", NOTES),
+        extra={
+            "terminal_jobs_view_ms": view,
+            "counts_before_horizon_ms": before,
+        },
+    )
+    log(f"wrote {files.json} and {files.markdown} ({time.perf_counter() - started:.0f} s total)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return asyncio.run(amain(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

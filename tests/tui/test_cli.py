@@ -1,0 +1,70 @@
+"""``awa-tui`` start-up: DSN resolution, one clear line on stderr, documented exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from awa_tui.cli import resolve_dsn
+from awa_tui.errors import EXIT_CONNECT, EXIT_OK, EXIT_SCHEMA, EXIT_USAGE
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("AWA_DSN", "DATABASE_URL")}
+    return subprocess.run(
+        [sys.executable, "-m", "awa_tui", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def assert_one_clean_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("awa-tui: ")
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_dsn_resolution_order() -> None:
+    env = {"AWA_DSN": "postgresql://a/x", "DATABASE_URL": "postgresql://b/y"}
+    assert resolve_dsn("postgresql://c/z", env) == "postgresql://c/z"
+    assert resolve_dsn(None, env) == "postgresql://a/x"
+    assert resolve_dsn(None, {"DATABASE_URL": "postgresql://b/y"}) == "postgresql://b/y"
+    assert resolve_dsn(None, {}) is None  # libpq environment and .pgpass
+
+
+def test_unreachable_server_exits_3_without_the_password() -> None:
+    result = run_cli("--dsn", "postgresql://oncall:s3cret@127.0.0.1:1/jobs")
+    assert result.returncode == EXIT_CONNECT
+    line = assert_one_clean_line(result)
+    assert "s3cret" not in result.stderr + result.stdout
+    assert "oncall:***@127.0.0.1:1" in line
+
+
+def test_bad_dsn_exits_2() -> None:
+    result = run_cli("--dsn", "postgresql://oncall:pw@db:notaport/jobs")
+    assert result.returncode == EXIT_USAGE
+    assert "connection string is not valid" in assert_one_clean_line(result)
+
+
+def test_bad_schema_name_and_options_exit_2() -> None:
+    assert run_cli("--schema", "Robert'); DROP", "--dsn", "postgresql://x/y").returncode == EXIT_USAGE
+    assert run_cli("--refresh", "-1").returncode == EXIT_USAGE
+    assert run_cli("--state", "sleeping").returncode == EXIT_USAGE
+
+
+def test_unmigrated_schema_exits_4(migrated_dsn: str) -> None:
+    result = run_cli("--dsn", migrated_dsn, "--schema", "not_installed")
+    assert result.returncode == EXIT_SCHEMA
+    assert "awa-tui migrate" in assert_one_clean_line(result)
+
+
+def test_migrate_runs_storage_migrate(migrated_dsn: str) -> None:
+    result = run_cli("migrate", "--dsn", migrated_dsn)
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "already up to date" in result.stdout

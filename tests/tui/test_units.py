@@ -1,0 +1,68 @@
+"""Pure pieces: the filter grammar, relative times, the action rules, output checks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from awa_tui.actions import JobAction, why_not
+from awa_tui.query import FilterSyntaxError, JobQuery, parse_filter
+from awa_tui.timefmt import absolute, relative
+from awa_tui.validation import check_output, check_payload
+from storage import JobRow, JobState
+
+NOW = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
+
+
+def test_filter_grammar() -> None:
+    query = parse_filter('kind:send_email queue:mail id:#42 "gateway timeout" eu')
+    assert (query.kind, query.queue, query.job_id) == ("send_email", "mail", 42)
+    assert query.search == "gateway timeout eu"
+    assert JobQuery(tab="failed").with_filter("kind:x").filter_text == "kind:x"
+    assert JobQuery(tab="dlq").list_kwargs()["dlq"] is True
+    assert JobQuery(tab="failed").list_kwargs()["state"] is JobState.FAILED
+    with pytest.raises(FilterSyntaxError):
+        parse_filter("id:abc")
+    with pytest.raises(FilterSyntaxError):
+        parse_filter("kind:")
+    with pytest.raises(FilterSyntaxError):
+        parse_filter('"unterminated')
+
+
+def test_relative_times() -> None:
+    assert relative(NOW - timedelta(seconds=42), NOW) == "42s ago"
+    assert relative(NOW - timedelta(minutes=3, seconds=5), NOW) == "3m05s ago"
+    assert relative(NOW + timedelta(hours=2, minutes=7), NOW) == "in 2h07m"
+    assert relative(NOW - timedelta(days=3), NOW) == "3d ago"
+    assert relative(NOW, NOW) == "now"
+    assert relative(None, NOW) == "-"
+    assert absolute(NOW) == "2026-03-14 09:30:00Z"
+
+
+def row(state: JobState) -> JobRow:
+    return JobRow(
+        id=9, kind="k", queue="q", state=state, args={}, priority=2, attempt=1,
+        max_attempts=3, run_lease=1, run_at=NOW, created_at=NOW,
+    )
+
+
+def test_action_rules_match_storage() -> None:
+    assert why_not(JobAction.RETRY, row(JobState.FAILED)) is None
+    assert why_not(JobAction.RETRY, row(JobState.RUNNING)) == (
+        "Job 9 is running; only failed or cancelled jobs can be retried."
+    )
+    assert why_not(JobAction.CANCEL, row(JobState.WAITING_EXTERNAL)) is None
+    assert why_not(JobAction.DELETE, row(JobState.AVAILABLE)) is not None
+    assert why_not(JobAction.PURGE_DLQ, row(JobState.FAILED)) is not None
+
+
+def test_output_checks() -> None:
+    assert check_output("", None).ok and check_output("null", None).value is None
+    ok = check_output('{"b": 1.0, "a": [1, 2]}', None)
+    assert ok.ok and ok.stored_text == '{"b":1.0,"a":[1,2]}' and ok.size == 19
+    assert check_output("[", None).reason == "not_json"
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    bad = check_output('{"n": "x"}', schema, "Count")
+    assert (bad.ok, bad.reason, bad.path) == (False, "schema", "$.n")
+    assert check_payload("{").ok is False and check_payload("").value is None
