@@ -34,7 +34,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,9 +154,11 @@ SELECT r.slot, r.job_id + k.k * s.j, r.kind, r.queue, r.args, r.priority, r.atte
 INSERT INTO {dst}.claim_batches
 SELECT b.slot, b.claim_id + k.k * s.c, b.queue, b.priority, b.lane_lo + k.k * s.l,
        b.lane_hi + k.k * s.l,
-       (SELECT array_agg(x + k.k * s.j ORDER BY o) FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
+       (SELECT array_agg(x + k.k * s.j ORDER BY o)
+          FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
        b.run_leases,
-       (SELECT array_agg(x + k.k * s.l ORDER BY o) FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
+       (SELECT array_agg(x + k.k * s.l ORDER BY o)
+          FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
        b.attempts, b.claimed_at, b.deadline_at
   FROM {src}.claim_batches b, k, shift s
  ORDER BY k.k, b.claim_id
@@ -167,9 +169,11 @@ INSERT INTO {dst}.receipt_completion_batches
      job_ids, run_leases, lane_seqs, attempts, completed_count, finalized_at, outputs)
 SELECT b.slot, b.claim_id + k.k * s.c, b.queue, b.priority, b.claim_lane_lo + k.k * s.l,
        b.claim_lane_hi + k.k * s.l, b.min_job_id + k.k * s.j, b.max_job_id + k.k * s.j,
-       (SELECT array_agg(x + k.k * s.j ORDER BY o) FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
+       (SELECT array_agg(x + k.k * s.j ORDER BY o)
+          FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
        b.run_leases,
-       (SELECT array_agg(x + k.k * s.l ORDER BY o) FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
+       (SELECT array_agg(x + k.k * s.l ORDER BY o)
+          FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
        b.attempts, b.completed_count, b.finalized_at, b.outputs
   FROM {src}.receipt_completion_batches b, k, shift s
  ORDER BY k.k, b.batch_id
@@ -283,9 +287,10 @@ READS: tuple[tuple[str, str], ...] = (
 )
 
 
-async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+async def timed(call: Awaitable[Any]) -> tuple[float, Any]:
+    """Await ``call`` (a coroutine not yet started) and return (ms, result)."""
     started = time.perf_counter()
-    result = await fn()
+    result = await call
     return (time.perf_counter() - started) * 1000, result
 
 
@@ -296,9 +301,7 @@ async def page_walk(
     before: int | None = None
     last_id: int | None = None
     for page in range(NEXT_PAGES + 1):
-        ms, rows = await timed(
-            lambda: db.client.list_jobs(state=state, limit=PAGE, before_id=before)
-        )
+        ms, rows = await timed(db.client.list_jobs(state=state, limit=PAGE, before_id=before))
         if len(rows) != PAGE:
             raise AssertionError(f"{db.label} {state}: page {page} has {len(rows)} rows")
         ids = [r.id for r in rows]
@@ -313,9 +316,7 @@ async def page_walk(
         before = last_id
 
 
-async def measure(
-    dbs: Sequence[Db], plan: Plan, seed: int
-) -> dict[str, dict[str, Samples]]:
+async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[str, Samples]]:
     rng = random.Random(seed)
     out = {db.label: {key: Samples() for key, _ in READS} for db in dbs}
     for round_no in range(-1, plan.rounds):  # round -1 warms up and is dropped
@@ -323,30 +324,28 @@ async def measure(
         for db in order:
             s = out[db.label]
             for _ in range(plan.reps):
-                await page_walk(db, JobState.COMPLETED, s["completed_first"],
-                                s["completed_next"], round_no)
+                await page_walk(
+                    db, JobState.COMPLETED, s["completed_first"], s["completed_next"], round_no
+                )
                 await page_walk(db, None, s["all_first"], s["all_next"], round_no)
-                await page_walk(db, JobState.FAILED, s["failed_first"], s["failed_next"],
-                                round_no)
-                ms, counts = await timed(db.client.counts)
+                await page_walk(db, JobState.FAILED, s["failed_first"], s["failed_next"], round_no)
+                ms, counts = await timed(db.client.counts())
                 completed = counts.by_state[JobState.COMPLETED]
                 if completed != db.jobs * 95 // 100:
                     raise AssertionError(f"{db.label}: counts() says {completed} completed")
                 s["counts"].add(round_no, ms)
                 job_id = rng.choice(db.compact_ids)
-                ms, row = await timed(lambda: db.client.get_job(job_id))
+                ms, row = await timed(db.client.get_job(job_id))
                 if row is None or row.state is not JobState.COMPLETED:
                     raise AssertionError(f"{db.label}: job {job_id} not found completed")
                 s["get_job"].add(round_no, ms)
         if round_no >= 0:
-            log(
-                f"round {round_no + 1}/{plan.rounds}: "
-                + "; ".join(
-                    f"{db.label} first {statistics.median(out[db.label]['completed_first'].by_round[round_no]):.1f} ms"
-                    f" counts {statistics.median(out[db.label]['counts'].by_round[round_no]):.1f} ms"
-                    for db in dbs
-                )
-            )
+            parts = []
+            for db in dbs:
+                first = statistics.median(out[db.label]["completed_first"].by_round[round_no])
+                counts_ms = statistics.median(out[db.label]["counts"].by_round[round_no])
+                parts.append(f"{db.label} first page {first:.1f} ms, counts {counts_ms:.1f} ms")
+            log(f"round {round_no + 1}/{plan.rounds}: " + "; ".join(parts))
         else:
             for db in dbs:
                 for samples in out[db.label].values():
@@ -373,7 +372,7 @@ async def view_lookup(conn: Connection, db: Db, reps: int, seed: int) -> list[fl
 async def counts_before_horizon(db_client: Client, reps: int) -> list[float]:
     samples = []
     for _ in range(reps):
-        ms, _ = await timed(db_client.counts)
+        ms, _ = await timed(db_client.counts())
         samples.append(ms)
     return samples
 
@@ -484,9 +483,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
     parser.add_argument("--keep", action="store_true", help="keep the schemas (with --dsn)")
     args = parser.parse_args(argv)
-    if args.large_jobs is not None and (
-        args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS
-    ):
+    if args.large_jobs is not None and (args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS):
         parser.error(f"--large-jobs must be a multiple of {BASE_JOBS:,}")
     return args
 
@@ -515,7 +512,7 @@ async def amain(args: Any) -> int:
             dbs: list[Db] = []
             before: dict[str, list[float]] = {}
             for schema, jobs in ((small, BASE_JOBS), (large, plan.large_jobs)):
-                label = f"{jobs // 1000:,}k"
+                label = f"{jobs / 1e6:g}M" if jobs >= 1_000_000 else f"{jobs // 1000}k"
                 client = await Client.connect(dsn, schema)
                 clients.append(client)
                 before[label] = await counts_before_horizon(client, plan.view_reps)
@@ -540,9 +537,9 @@ async def amain(args: Any) -> int:
                 for schema in schemas:
                     await drop_queue_schema(conn, schema)
             await conn.close()
-    main, data = reads_table(dbs, lat, plan)
+    reads, data = reads_table(dbs, lat, plan)
     extra = extra_table(dbs, view, before)
-    for table in (main, extra):
+    for table in (reads, extra):
         print_table(table)
     meta: dict[str, object] = {
         "command": command_line(NAME, sys.argv[1:]),
@@ -573,7 +570,7 @@ async def amain(args: Any) -> int:
         data,
         meta,
         title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
-        tables=(main, extra),
+        tables=(reads, extra),
         notes=(__doc__.split("\n\n", 2)[2] if __doc__ else "", NOTES),
         extra={
             "terminal_jobs_view_ms": view,

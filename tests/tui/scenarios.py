@@ -283,3 +283,74 @@ async def with_client(dsn: str, schema: str, seeder: Any) -> Any:
 
 def seed_sync(dsn: str, schema: str, seeder: Any) -> Any:
     return asyncio.run(with_client(dsn, schema, seeder))
+
+
+# -- the pinned screens (snapshot tests and scripts/screenshots.py) ------------------------
+
+
+@dataclass(frozen=True)
+class Screen:
+    """One screen to pin: what to seed, how to open the app, what to do before the picture."""
+
+    name: str
+    seed: bool = True
+    app_options: tuple[tuple[str, Any], ...] = ()
+    keys: tuple[str, ...] = ()
+    paste: str | None = None
+    confirm: bool = False
+
+    async def run_before(self, pilot: Any) -> None:
+        from textual import events
+
+        from tests.tui.conftest import freeze_cursors, settle
+
+        await settle(pilot)
+        for key in self.keys:
+            await pilot.press(key)
+            await settle(pilot)
+        if self.paste is not None:
+            pilot.app.post_message(events.Paste(self.paste))
+            await settle(pilot)
+        if self.confirm:
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            await pilot.press("y")
+            await settle(pilot)
+        freeze_cursors(pilot)
+        await pilot.pause()
+
+
+INVALID_PAYMENT = '{"status": "maybe", "reference": "psp-77", "amount_cents": 4900}'
+VALID_PAYMENT = '{"status": "paid", "reference": "psp-77", "amount_cents": 4900}'
+
+SCREENS: dict[str, Screen] = {
+    screen.name: screen
+    for screen in (
+        Screen("browser"),
+        Screen("detail", app_options=(("initial_job", 4),)),
+        Screen("errors", app_options=(("initial_job", 5),), keys=("e", "o")),
+        Screen("complete-invalid", app_options=(("initial_job", 7),), keys=("C",), paste=INVALID_PAYMENT),
+        Screen(
+            "complete-done",
+            app_options=(("initial_job", 7),),
+            keys=("C",),
+            paste=VALID_PAYMENT,
+            confirm=True,
+        ),
+        Screen("kinds", keys=("K",)),
+        Screen("dlq", keys=("L",)),
+        Screen("read-only", app_options=(("read_only", True),)),
+        Screen("empty", seed=False),
+    )
+}
+
+
+async def _seed_only(client: Client, conn: asyncpg.Connection) -> None:
+    await seed_incident(client, conn)
+
+
+def prepare(dsn: str, schema: str, screen: Screen) -> AwaApp:
+    """Seed (outside any running loop) and build the app for ``screen``."""
+    if screen.seed:
+        seed_sync(dsn, schema, _seed_only)
+    return build_app(dsn, schema, **dict(screen.app_options))

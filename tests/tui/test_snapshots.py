@@ -1,0 +1,81 @@
+"""Screens pinned as SVG snapshots (fixed size, fixed clock, fixed ids and times).
+
+Plain ``def`` tests: ``snap_compare`` runs the app in its own event loop. The data is seeded
+first with ``asyncio.run``; ``tests/tui/scenarios.py`` is shared with ``scripts/screenshots.py``,
+which writes the same screens to ``screenshots/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.tui.scenarios import SCREENS, SIZE, Screen, prepare
+
+SnapCompare = Callable[..., bool]
+
+
+def check(snap_compare: SnapCompare, dsn: str, schema: str, screen: Screen) -> None:
+    app = prepare(dsn, schema, screen)
+    assert snap_compare(app, terminal_size=SIZE, run_before=screen.run_before)
+
+
+def test_browser(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """The job browser on the seeded incident: state tabs with counts (All 11, Failed 1, DLQ 1),
+    newest first, ids 12..1, a diamond where an output exists (hollow where only a failed
+    attempt kept one), last errors in red for the failed and retryable jobs."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["browser"])
+
+
+def test_detail_typed_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """Job 4 (resize_image, general path, tag "upload"): the summary grid, and the output panel
+    labelled "type Thumbnail", "size 86 B of 4,096 B", "fits the schema", the stored JSON text
+    highlighted exactly as stored."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["detail"])
+
+
+def test_error_history_kept_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """Job 5's three error entries newest first; #3 is terminal, #2 carries the "kept output"
+    marker and is selected, so its SyncReport output is shown below with the note that only
+    the latest failed attempt with an output keeps it."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["errors"])
+
+
+def test_complete_form_validation_error(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """The completion form for waiting job 7, callback id prefilled, with an output whose
+    "status" is not one of the PaymentResult schema's values: a red line naming the reason,
+    the JSON path $.status and the size against 4,096 B; Complete is disabled."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["complete-invalid"])
+
+
+def test_complete_form_success(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """The same form after a confirmed completion: "Completed: job 7 is completed", the row
+    now completed, and the stored output text."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["complete-done"])
+
+
+def test_kinds(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """Every kind with display name, declared output type, schema tick, live counts, and the
+    descriptor flag: legacy_export is stale. The selected kind's descriptor and schema below."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["kinds"])
+
+
+def test_dlq(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """The dead-letter queue: job 6 (charge_card) with its reason and time, and below it the
+    last error and the note that its error entry kept an output."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["dlq"])
+
+
+def test_read_only_banner(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """The browser opened with --read-only: a READ-ONLY banner under the header, and no write
+    keys (Retry, Cancel, Delete, All matching) in the footer."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["read-only"])
+
+
+def test_empty_database(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """A migrated schema with no jobs: every tab counts 0 and the status line says 0 jobs."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["empty"])
+
+
