@@ -148,7 +148,7 @@ class Client(Operations):
         output: type | None = None,
         queue: str = "default",
     ) -> Callable[[F], F]:
-        """Register the decorated coroutine as the handler of a kind (derived from ``args_type``)."""
+        """Register the decorated coroutine as the handler of a kind (from ``args_type``)."""
         if kind is None:
             if args_type is None:
                 raise AwaError("A task needs an args type or an explicit kind.")
@@ -254,7 +254,8 @@ class Client(Operations):
             for kind in {job.kind for job in jobs} - self._tasks.keys():
                 if not await conn.fetchval(KIND_KNOWN, kind):
                     raise UnknownKind(
-                        f"No handler or descriptor is known for kind {kind!r}; nothing was inserted."
+                        f"No handler or descriptor is known for kind {kind!r}; "
+                        "nothing was inserted."
                     )
             inserted = await insert_jobs(conn, jobs, now=datetime.now(UTC))
         if self._runtime is not None:
@@ -378,7 +379,8 @@ class Client(Operations):
             running = None
         if running is loop:
             raise AwaError(
-                "complete_external_sync was called on the client's own event loop; await complete_external instead."
+                "complete_external_sync was called on the client's own event loop; "
+                "await complete_external instead."
             )
         future = asyncio.run_coroutine_threadsafe(
             self.complete_external(callback_id, payload, output=output, run_lease=run_lease), loop
@@ -422,7 +424,7 @@ class Client(Operations):
         maintenance: MaintenanceSettings | None = None,
         maintenance_interval: float | None = 1.0,
     ) -> None:
-        """Start claiming and running jobs from ``queues`` (default: the registered tasks' queues)."""
+        """Start running jobs from ``queues`` (default: the registered tasks' queues)."""
         if self._runtime is not None:
             raise AwaError("This client is already running.")
         chosen = (

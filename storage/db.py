@@ -1,4 +1,5 @@
-"""Connections: DSN checks, the pool and its codecs, and the one place driver errors are translated."""
+"""Connections: DSN checks, the pool and its codecs, and the one place driver errors are
+translated."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def check_schema_name(schema: str) -> str:
     """Queue-storage schema names are interpolated into SQL, so only plain lower-case names pass."""
     if not SCHEMA_NAME.match(schema):
         raise ConfigError(
-            f"Schema name {schema!r} is not allowed: use lower-case letters, digits and underscores."
+            f"Schema name {schema!r} is not allowed: "
+            "use lower-case letters, digits and underscores."
         )
     return schema
 
@@ -88,7 +90,7 @@ async def create_pool(
     if read_only:
         settings["default_transaction_read_only"] = "on"
     with translate_errors(dsn):
-        pool = await asyncpg.create_pool(
+        return await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
@@ -96,7 +98,6 @@ async def create_pool(
             server_settings=settings,
             command_timeout=60,
         )
-    return pool
 
 
 class translate_errors:

@@ -52,8 +52,8 @@ WITH req AS (
        AND (req.job_id, req.run_lease) NOT IN (SELECT job_id, run_lease FROM closed)
 ), ins AS (
     INSERT INTO receipt_completion_batches (
-        slot, claim_id, queue, priority, claim_lane_lo, claim_lane_hi, min_job_id, max_job_id, job_ids,
-        run_leases, lane_seqs, attempts, completed_count, finalized_at %(outputs_column)s)
+        slot, claim_id, queue, priority, claim_lane_lo, claim_lane_hi, min_job_id, max_job_id,
+        job_ids, run_leases, lane_seqs, attempts, completed_count, finalized_at %(outputs_column)s)
     SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), o.claim_id, o.queue,
            o.priority, o.lane_lo, o.lane_hi, min(o.job_id), max(o.job_id),
            array_agg(o.job_id ORDER BY o.lane_seq, o.job_id),

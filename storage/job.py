@@ -101,7 +101,7 @@ class Job(Generic[A]):
         return await self._services.register_callback(self, timeout_seconds)
 
     async def wait_for_callback(self, token: CallbackToken) -> Any:
-        """Wait here (the handler stays alive) until ``resolve_callback`` answers; returns its payload."""
+        """Wait here (the handler stays alive) for ``resolve_callback``; returns its payload."""
         if self._services is None:
             raise StageError("This job has no runtime to wait for callbacks with.")
         return await self._services.wait_for_callback(self, token)

@@ -131,7 +131,8 @@ SELECT {_COLUMNS}, b.attempts[item.ord]::int AS attempt, NULL::timestamptz AS at
  ORDER BY r.job_id DESC LIMIT $5
 """
 _MASK = {
-    True: "(SELECT array_agg(o IS NOT NULL ORDER BY n) FROM unnest(b.outputs) WITH ORDINALITY AS x(o, n))",
+    True: "(SELECT array_agg(o IS NOT NULL ORDER BY n)"
+    " FROM unnest(b.outputs) WITH ORDINALITY AS x(o, n))",
     False: "NULL::boolean[]",
 }
 

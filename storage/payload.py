@@ -39,7 +39,8 @@ def errors_of(payload: Payload | None) -> list[dict[str, Any]]:
 
 
 def takes_general_path(payload: Payload | None, unique_key: str | None) -> bool:
-    """Tags, custom metadata, error history or a unique key send a completion down the general path."""
+    """Tags, custom metadata, error history or a unique key send a completion down the general
+    path."""
     if unique_key is not None or not payload:
         return unique_key is not None
     return bool(payload.get("tags") or payload.get("metadata") or payload.get("errors"))
@@ -91,5 +92,5 @@ def with_progress(payload: Payload | None, progress: Any) -> Payload | None:
 
 
 def dispatch_errors(payload: Payload | None) -> list[dict[str, Any]]:
-    """Error history as a handler sees it: failed outputs are reports for people, not checkpoints."""
+    """Error history as a handler sees it: failed outputs are reports, not checkpoints."""
     return [{k: v for k, v in e.items() if k != "output"} for e in errors_of(payload)]

@@ -30,7 +30,8 @@ SELECT (SELECT to_jsonb(d) FROM deferred_jobs d WHERE d.job_id = $1) AS deferred
   LEFT JOIN LATERAL (SELECT * FROM ready_entries WHERE job_id = $1
                       ORDER BY run_lease DESC LIMIT 1) r ON true
   LEFT JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
-  LEFT JOIN LATERAL (SELECT d.state, d.attempt, d.finalized_at, d.payload, %(done_has)s AS has_output
+  LEFT JOIN LATERAL (SELECT d.state, d.attempt, d.finalized_at, d.payload,
+                            %(done_has)s AS has_output
                        FROM done_entries d
                       WHERE d.job_id = r.job_id AND d.run_lease = r.run_lease
                       LIMIT 1) done ON true
@@ -52,7 +53,8 @@ WITH hi AS (
        AND b.run_leases[array_position(b.job_ids, $1::bigint)] = $5
      LIMIT 1
 ), claim AS (
-    SELECT cb.claim_id, cb.claimed_at, cb.attempts[array_position(cb.job_ids, $1::bigint)] AS attempt
+    SELECT cb.claim_id, cb.claimed_at,
+           cb.attempts[array_position(cb.job_ids, $1::bigint)] AS attempt
       FROM claim_batches cb
      WHERE cb.queue = $2 AND cb.priority = $3 AND cb.lane_hi >= $4 AND cb.lane_lo <= $4
        AND cb.job_ids @> ARRAY[$1::bigint]

@@ -116,7 +116,7 @@ class Runtime:
             entry[1][0]._cancelled.set()
 
     async def wait_quiet(self) -> None:
-        """Wait until a claim (at the dispatcher's own pace) came back empty with nothing running."""
+        """Wait until a claim (at the dispatcher's pace) came back empty with nothing running."""
         self._quiet.clear()
         await self._quiet.wait()
         await self.client.batcher.drain()
