@@ -72,7 +72,7 @@ class AwaApp(App[int]):
         if settings.read_only:
             self.set_reactive(AwaApp.read_only_reason, SESSION_READ_ONLY)
         label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
-        self.title = f"awa-tui · {settings.demo_label}" if settings.demo_label else "awa-tui"
+        self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = label
 
     # -- time and the client ------------------------------------------------------------------

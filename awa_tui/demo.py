@@ -280,6 +280,7 @@ def ensure_runtime_dir() -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    ensure_runtime_dir()
     try:
         import pgserver
     except ImportError:
@@ -287,7 +288,6 @@ def run_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from awa_tui.app import make_app
 
-    ensure_runtime_dir()
     with tempfile.TemporaryDirectory(prefix="awa-demo-pg-") as data_dir:
         print("awa-tui: starting the embedded PostgreSQL for the demo…", file=sys.stderr)
         server = pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""What the job browser shows: a state tab plus the filter bar's ``kind:``/``queue:``/``id:``/text."""
+"""What the job browser shows: a state tab and the filter (``kind:``, ``queue:``, ``id:``, text)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
-from storage import JobState
+from storage import JobRow, JobState
 
 TABS: tuple[str, ...] = (
     "all",
@@ -72,6 +72,18 @@ class JobQuery:
             "queue": self.queue,
             "search": self.search,
         }
+
+    def matches(self, row: JobRow) -> bool:
+        """Whether ``row`` fits ``kind:``/``queue:`` (and the tab, unless ``id:`` names it)."""
+        if (self.kind and row.kind != self.kind) or (self.queue and row.queue != self.queue):
+            return False
+        if self.job_id is not None:
+            return True  # an id lookup finds the job whatever tab is showing
+        if self.tab == "all":
+            return row.dlq is None
+        if self.tab == "dlq":
+            return row.dlq is not None
+        return row.dlq is None and row.state is JobState(self.tab)
 
     def with_tab(self, tab: str) -> JobQuery:
         return replace(self, tab=tab)

@@ -1,4 +1,4 @@
-"""Everything the console is started with (built by the CLI or a test, never from env in widgets)."""
+"""Everything the console starts with (built by the CLI or a test; widgets never read env)."""
 
 from __future__ import annotations
 

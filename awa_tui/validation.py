@@ -69,7 +69,9 @@ def check_output(
             path, _, problem = reason.partition(": ")
             message = f"schema at {path}: {problem} (does not fit the {label} schema; {limit})"
             return OutputCheck(False, value, text, size, "schema", path, message)
-        return OutputCheck(True, value, text, size, None, None, f"{limit} · fits the {label} schema")
+        return OutputCheck(
+            True, value, text, size, None, None, f"{limit} · fits the {label} schema"
+        )
     message = f"{limit} · no schema declared for this kind"
     return OutputCheck(True, value, text, size, None, None, message)
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import asyncpg
-
 from storage import finalize, reads
+from storage.db import Conn
 from storage.errors import InvalidJobState, JobNotFound
 from storage.finalize import AttemptRef
 from storage.models import JobRow, JobState
@@ -127,7 +126,7 @@ READ_ONLY = "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_
 CANCELLABLE = "available, scheduled, retryable, running or waiting_external"
 
 
-async def _current(conn: asyncpg.Connection, job_id: int, outputs: bool) -> JobRow:
+async def _current(conn: Conn, job_id: int, outputs: bool) -> JobRow:
     row = await reads.get_job(conn, job_id, outputs=outputs)
     if row is None:
         raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
@@ -151,7 +150,7 @@ def _cancel_payload(row: JobRow) -> dict[str, object]:
     return append_error(payload, entry)
 
 
-async def cancel(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Cancel a job that has not ended. A running handler is told and its completion goes stale."""
     async with conn.transaction():
         row = await _current(conn, job_id, outputs)
@@ -171,7 +170,7 @@ async def cancel(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> Non
             raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
 
 
-async def _cancel_open(conn: asyncpg.Connection, row: JobRow, payload: dict[str, object]) -> str:
+async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> str:
     claim_id = await conn.fetchval(CLAIM_OF, row.id, row.run_lease)
     if claim_id is None:
         return "INSERT 0 0"
@@ -194,7 +193,7 @@ async def _cancel_open(conn: asyncpg.Connection, row: JobRow, payload: dict[str,
     return "INSERT 0 1"
 
 
-async def retry(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+async def retry(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Run a failed or cancelled job again: same id, attempt 0, errors kept."""
     async with conn.transaction():
         row = await _current(conn, job_id, outputs)
@@ -208,7 +207,7 @@ async def retry(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None
             raise _refuse(await _current(conn, job_id, outputs), "retried", "failed or cancelled")
 
 
-async def retry_dlq(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+async def retry_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Move a dead-lettered job back to its queue (same id, attempt 0, errors kept)."""
     async with conn.transaction():
         row = await _current(conn, job_id, outputs)
@@ -217,7 +216,7 @@ async def retry_dlq(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> 
         await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
 
 
-async def delete(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+async def delete(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Delete a terminal job. A compact completion gets a tombstone; its bytes stay until prune."""
     async with conn.transaction():
         row = await _current(conn, job_id, outputs)
@@ -231,13 +230,13 @@ async def delete(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> Non
             raise _refuse(row, "deleted", "completed, failed or cancelled")
 
 
-async def purge_dlq(conn: asyncpg.Connection, job_id: int, *, outputs: bool) -> None:
+async def purge_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
     row = await _current(conn, job_id, outputs)
     if row.dlq is None:
         raise _refuse(row, "purged from the DLQ", "dead-lettered")
     await conn.execute(PURGE_DLQ, job_id)
 
 
-async def database_read_only(conn: asyncpg.Connection) -> bool:
+async def database_read_only(conn: Conn) -> bool:
     """True when this session cannot write: read-only mode, or a replica."""
     return bool(await conn.fetchval(READ_ONLY))

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import asyncpg
-
 from storage import finalize, transitions
 from storage.codec import JsonDecodeMismatch, decode_value
+from storage.db import Conn
 from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
 from storage.finalize import AttemptRef, Outcome
 from storage.output import encode_output
@@ -120,7 +119,7 @@ class CallbackAttempt:
     state: str
 
 
-async def register(conn: asyncpg.Connection, ref: AttemptRef, timeout_seconds: float) -> str | None:
+async def register(conn: Conn, ref: AttemptRef, timeout_seconds: float) -> str | None:
     """Materialize the attempt's state with a fresh callback id; None when the attempt is closed."""
     callback_id = str(uuid.uuid4())
     async with conn.transaction():
@@ -131,9 +130,7 @@ async def register(conn: asyncpg.Connection, ref: AttemptRef, timeout_seconds: f
     return value
 
 
-async def _locked_attempt(
-    conn: asyncpg.Connection, callback_id: str, run_lease: int | None
-) -> CallbackAttempt:
+async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -> CallbackAttempt:
     """Inside a transaction: find and lock the callback's attempt, or raise."""
     row = await conn.fetchrow(LOOKUP, callback_id)
     if row is not None and not row["callback_resolved"]:
@@ -168,20 +165,20 @@ def validate_external_output(opts: ExternalCompletion, declared: type | None) ->
     """
     expected = opts.expected_type or declared
     value = opts.output
-    if expected is not None and value is not None and not isinstance(value, expected):
-        if isinstance(value, dict | list | str | int | float | bool):
-            try:
-                decode_value(value, expected)
-            except JsonDecodeMismatch as exc:
-                raise OutputError(
-                    "wrong_type", f"output does not fit {expected.__name__}: {exc.detail}"
-                ) from None
-            expected = None
+    plain_json = isinstance(value, dict | list | str | int | float | bool)
+    if expected is not None and plain_json and not isinstance(value, expected):
+        try:
+            decode_value(value, expected)
+        except JsonDecodeMismatch as exc:
+            raise OutputError(
+                "wrong_type", f"output does not fit {expected.__name__}: {exc.detail}"
+            ) from None
+        expected = None
     return encode_output(value, expected_type=expected)
 
 
 async def complete_external(
-    conn: asyncpg.Connection,
+    conn: Conn,
     callback_id: str,
     opts: ExternalCompletion,
     *,
@@ -216,7 +213,7 @@ async def complete_external(
 
 
 async def fail_external(
-    conn: asyncpg.Connection, callback_id: str, error: str, *, run_lease: int | None = None
+    conn: Conn, callback_id: str, error: str, *, run_lease: int | None = None
 ) -> int:
     """Fail the callback's job terminally with ``error`` in its history (DLQ when enabled)."""
     async with conn.transaction():
@@ -235,9 +232,7 @@ async def fail_external(
     return attempt.ref.job_id
 
 
-async def retry_external(
-    conn: asyncpg.Connection, callback_id: str, *, run_lease: int | None = None
-) -> int:
+async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None = None) -> int:
     """Close the waiting attempt and make the job available again now, at attempt 0.
 
     Only a parked attempt (``waiting_external``) can be retried: retrying one whose handler is
@@ -264,7 +259,7 @@ async def retry_external(
     return attempt.ref.job_id
 
 
-async def heartbeat(conn: asyncpg.Connection, callback_id: str, timeout_seconds: float) -> int:
+async def heartbeat(conn: Conn, callback_id: str, timeout_seconds: float) -> int:
     """Push the callback's timeout out by ``timeout_seconds`` from now."""
     job_id: int | None = await conn.fetchval(HEARTBEAT, callback_id, timeout_seconds)
     if job_id is None:
@@ -274,7 +269,7 @@ async def heartbeat(conn: asyncpg.Connection, callback_id: str, timeout_seconds:
     return job_id
 
 
-async def resolve(conn: asyncpg.Connection, callback_id: str, payload: Any) -> int:
+async def resolve(conn: Conn, callback_id: str, payload: Any) -> int:
     """Hand ``payload`` to a handler waiting in ``wait_for_callback``."""
     async with conn.transaction():
         row = await conn.fetchrow(RESOLVE, callback_id, payload)

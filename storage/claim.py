@@ -1,5 +1,5 @@
 """Claim: one statement locks the first lane with work (priority, then queue), reads up to N
-ready rows from its cursor in lane order, skips tombstoned ones, writes one ``claim_batches``
+live ready rows from its cursor in lane order (tombstoned ones are passed over), writes one ``claim_batches``
 row and advances the cursor. A plain running job has no mutable per-job row.
 """
 
@@ -19,17 +19,21 @@ WITH lane AS (
      LIMIT 1
        FOR UPDATE
 ), scanned AS (
-    SELECT r.*, EXISTS (SELECT 1 FROM ready_tombstones t
-                         WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease) AS dead
+    SELECT r.*
       FROM lane
       JOIN ready_entries r
         ON r.queue = lane.queue AND r.priority = lane.priority AND r.lane_seq >= lane.claim_seq
+     WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                        WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
      ORDER BY r.lane_seq
      LIMIT $2
 ), advanced AS (
-    UPDATE queue_lanes l SET claim_seq = (SELECT max(lane_seq) + 1 FROM scanned)
+    -- The lane row is locked, so every sequence below next_seq has committed: with no live
+    -- row left, the cursor moves past the cancelled ones to next_seq.
+    UPDATE queue_lanes l
+       SET claim_seq = COALESCE((SELECT max(lane_seq) + 1 FROM scanned), l.next_seq)
       FROM lane
-     WHERE l.queue = lane.queue AND l.priority = lane.priority AND EXISTS (SELECT 1 FROM scanned)
+     WHERE l.queue = lane.queue AND l.priority = lane.priority
     RETURNING 1
 ), batch AS (
     INSERT INTO claim_batches (slot, claim_id, queue, priority, lane_lo, lane_hi, job_ids,
@@ -40,7 +44,6 @@ WITH lane AS (
            array_agg(s.lane_seq ORDER BY s.lane_seq), array_agg(s.attempt + 1 ORDER BY s.lane_seq),
            now(), now() + make_interval(secs => $3)
       FROM scanned s, lane
-     WHERE NOT s.dead
      GROUP BY lane.queue, lane.priority, lane.claim_seq
     RETURNING claim_id, claimed_at, deadline_at
 )
@@ -48,7 +51,6 @@ SELECT s.job_id, s.kind, s.queue, s.args, s.priority, s.attempt + 1 AS attempt, 
        s.max_attempts, s.lane_seq, s.run_at, s.created_at, s.payload,
        b.claim_id, b.claimed_at, b.deadline_at
   FROM scanned s, batch b
- WHERE NOT s.dead
  ORDER BY s.lane_seq
 """
 

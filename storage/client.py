@@ -392,14 +392,20 @@ class Client(Operations):
     ) -> JobRow | None:
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
-            return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+            row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+        if row is not None:  # committed: the job failed for good
+            self.emit(JobEvent("exhausted", row.id, row.kind, row.queue))
+        return row
 
     async def retry_external(
         self, callback_id: str, *, run_lease: int | None = None
     ) -> JobRow | None:
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
-            return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+            row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+        if row is not None:  # committed: the job runs again
+            self.emit(JobEvent("retried", row.id, row.kind, row.queue))
+        return row
 
     async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> None:
         async with self.pool.acquire() as conn, translate_errors(self.dsn):

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from storage.db import Conn
 from storage.models import JobKindDescriptor, JobState, KindSummary
 
 SYNC_INTERVAL_SECONDS = 60
@@ -102,11 +103,11 @@ def descriptor_hash(descriptor: JobKindDescriptor) -> str:
     return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-async def has_output_column(conn: asyncpg.Connection) -> bool:
+async def has_output_column(conn: Conn) -> bool:
     return bool(await conn.fetchval(HAS_OUTPUT_COLUMN))
 
 
-async def sync(conn: asyncpg.Connection, descriptors: list[JobKindDescriptor]) -> None:
+async def sync(conn: Conn, descriptors: list[JobKindDescriptor]) -> None:
     """Upsert ``descriptors``; on a schema without the output column the output is left out."""
     if not descriptors:
         return
@@ -129,7 +130,7 @@ async def sync(conn: asyncpg.Connection, descriptors: list[JobKindDescriptor]) -
     await conn.execute(_UPSERT[with_output], *args)
 
 
-async def fetch(conn: asyncpg.Connection, kind: str | None = None) -> dict[str, JobKindDescriptor]:
+async def fetch(conn: Conn, kind: str | None = None) -> dict[str, JobKindDescriptor]:
     with_output = await has_output_column(conn)
     sql = SELECT % {"output": "output" if with_output else "NULL::jsonb"}
     rows = await (conn.fetch(sql + " WHERE kind = $1", kind) if kind else conn.fetch(sql))
@@ -153,7 +154,7 @@ def _descriptor(r: asyncpg.Record) -> JobKindDescriptor:
     )
 
 
-async def list_kinds(conn: asyncpg.Connection) -> list[KindSummary]:
+async def list_kinds(conn: Conn) -> list[KindSummary]:
     """Every kind that has a descriptor or live jobs, with counts of its live jobs."""
     with_output = await has_output_column(conn)
     rows = await conn.fetch(SELECT % {"output": "output" if with_output else "NULL::jsonb"})

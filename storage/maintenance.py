@@ -18,9 +18,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-import asyncpg
-
 from storage import enqueue, transitions
+from storage.db import Conn
 from storage.finalize import AttemptRef, Outcome
 from storage.listing import OPEN_ATTEMPTS
 from storage.models import JobState
@@ -204,7 +203,7 @@ class PassReport:
 
 
 async def run_pass(
-    conn: asyncpg.Connection, settings: MaintenanceSettings, *, outputs_supported: bool
+    conn: Conn, settings: MaintenanceSettings, *, outputs_supported: bool
 ) -> PassReport:
     """One maintenance pass, if this connection wins leadership for it."""
     if not await conn.fetchval(LEADER_LOCK):
@@ -241,7 +240,7 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-async def rescue_expired(conn: asyncpg.Connection, settings: MaintenanceSettings) -> list[Rescued]:
+async def rescue_expired(conn: Conn, settings: MaintenanceSettings) -> list[Rescued]:
     """Close attempts whose heartbeat is stale or whose deadline passed, and retry or fail them."""
     rows = await conn.fetch(EXPIRED, settings.heartbeat_stale_seconds, settings.batch)
     rescued: list[Rescued] = []
@@ -270,9 +269,7 @@ async def rescue_expired(conn: asyncpg.Connection, settings: MaintenanceSettings
     return rescued
 
 
-async def rescue_callback_timeouts(
-    conn: asyncpg.Connection, settings: MaintenanceSettings
-) -> list[Rescued]:
+async def rescue_callback_timeouts(conn: Conn, settings: MaintenanceSettings) -> list[Rescued]:
     """Fail (or retry) jobs whose callback was not answered in time."""
     rows = await conn.fetch(CALLBACK_TIMEOUTS, settings.batch)
     done: list[Rescued] = []
@@ -315,7 +312,7 @@ class RotateOutcome:
 
 
 async def rotate(
-    conn: asyncpg.Connection,
+    conn: Conn,
     ring: str,
     interval: timedelta,
     settings: MaintenanceSettings,
@@ -346,7 +343,7 @@ async def rotate(
 
 
 async def prune_slot(
-    conn: asyncpg.Connection,
+    conn: Conn,
     ring: str,
     slot: int,
     live_slot: int,

@@ -84,12 +84,7 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
         with VerticalScroll(classes="dialog wide", id="complete-form"):
             yield Label(f"Complete job {row.id} through its callback", classes="dialog-title")
             yield Static(
-                Text.assemble(
-                    (f"{row.kind}", "bold"),
-                    f" · queue {row.queue} · ",
-                    state_text(row),
-                    f" · attempt {row.attempt} of {row.max_attempts} · run lease {row.run_lease}",
-                ),
+                self.job_line(row),
                 id="complete-job",
             )
             yield Label("Callback id", classes="field-label")
@@ -97,19 +92,23 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             yield Label(
                 f"Output (JSON, stored as the job's output) · {declared}"
                 + (" · schema below" if self.schema else ""),
-                classes="field-label",
+                classes="field-label editing",
             )
-            yield TextArea("", id="output-editor", soft_wrap=True, show_line_numbers=True)
-            yield Static("", id="output-check")
+            yield TextArea(
+                "", id="output-editor", soft_wrap=True, show_line_numbers=True, classes="editing"
+            )
+            yield Static("", id="output-check", classes="editing")
             yield Label(
                 "Payload (optional JSON, handed to complete_external, never stored)",
-                classes="field-label",
+                classes="field-label editing",
             )
-            yield TextArea("", id="payload-editor", soft_wrap=True)
-            yield Static("", id="payload-check")
+            yield TextArea("", id="payload-editor", soft_wrap=True, classes="editing")
+            yield Static("", id="payload-check", classes="editing")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Complete… (ctrl+s)", id="submit", variant="success")
-                yield Button("Edit in $EDITOR (ctrl+o)", id="editor")
+                yield Button(
+                    "Complete… (ctrl+s)", id="submit", variant="success", classes="editing"
+                )
+                yield Button("Edit in $EDITOR (ctrl+o)", id="editor", classes="editing")
                 yield Button("Close (esc)", id="close")
             yield Static("", id="result")
             yield JsonView(id="result-output")
@@ -117,6 +116,17 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
                 yield Label(f"Declared schema ({declared})", classes="field-label")
                 yield JsonView(id="schema-view")
         yield Footer()
+
+    def job_line(self, row: JobRow) -> Text:
+        return Text.assemble(
+            (row.kind, "bold"),
+            f" · queue {row.queue} · ",
+            state_text(row),
+            f" · attempt {row.attempt} of {row.max_attempts} · run lease {row.run_lease}",
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action in ("submit", "edit_external") and self.completed)
 
     def on_mount(self) -> None:
         self.query_one("#output-editor", TextArea).focus()
@@ -229,7 +239,11 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             self.completed = True
             self.result = message.row
             self.query_one("#submit", Button).disabled = True
-            self.query_one("#output-editor", TextArea).read_only = True
+            for editing in self.query(".editing"):
+                editing.display = False  # done: the result and the stored output move up
+            if message.row is not None:
+                self.query_one("#complete-job", Static).update(self.job_line(message.row))
+            self.refresh_bindings()
             self.query_one("#close", Button).focus()
         self.query_one("#result", Static).scroll_visible()
 
@@ -296,4 +310,3 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
 
     def action_close(self) -> None:
         self.dismiss(self.result)
-

@@ -111,7 +111,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.query_one("#actions-line", Static).update(self.actions_text(row))
         kept = row.kept_output_position()
         note = None
-        if kept is not None:
+        if kept is not None and row.output_text is not None:
             note = f"A failed attempt's output is also kept in error entry #{kept + 1} (e)."
         output.show(row.output_text, self.descriptor, absence=why_absent(row), note=note)
         self._render_error(row)

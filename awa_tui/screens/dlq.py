@@ -164,7 +164,8 @@ class DlqScreen(AwaScreen):
         if kept is not None:
             lines.append(
                 Text(
-                    f"{KEPT_OUTPUT_MARK} Error entry #{kept + 1} kept a failed attempt's output (enter, then e).",
+                    f"{KEPT_OUTPUT_MARK} Error entry #{kept + 1} kept a failed attempt's output "
+                    "(enter, then e).",
                     style="yellow",
                 )
             )

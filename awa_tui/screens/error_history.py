@@ -52,7 +52,8 @@ class ErrorHistoryScreen(AwaScreen):
         yield Static(
             Text.assemble(
                 (f"Error history of job {row.id}", "bold"),
-                f" · {row.kind} · {row.state.value} · {len(row.errors)} entries, newest first · {kept}",
+                f" · {row.kind} · {row.state.value} · {len(row.errors)} entries, "
+                f"newest first · {kept}",
             ),
             id="errors-head",
         )
@@ -131,7 +132,8 @@ class ErrorHistoryScreen(AwaScreen):
             panel.show(
                 self.entry_output_text(position),
                 self.descriptor,
-                note="Read from the error history (jsonb): key order and number forms are normalized.",
+                note="Read from the error history (jsonb): key order and number forms are "
+                "normalized.",
             )
         else:
             where = (

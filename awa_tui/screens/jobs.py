@@ -21,7 +21,7 @@ from awa_tui.widgets.filter_bar import FilterBar
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.state_tabs import StateTabs
-from storage import JobRow, JobState
+from storage import JobRow
 
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
@@ -35,12 +35,26 @@ class JobsScreen(AwaScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_job", "Open", id="jobs.open"),
         Binding("slash", "focus_filter", "Filter", id="jobs.filter"),
-        Binding("left_square_bracket", "tab(-1)", "Prev tab", key_display="[", show=False, id="jobs.prev"),
-        Binding("right_square_bracket", "tab(1)", "Next tab", key_display="]", show=False, id="jobs.next"),
+        Binding(
+            "left_square_bracket",
+            "tab(-1)",
+            "Prev tab",
+            key_display="[",
+            show=False,
+            id="jobs.prev",
+        ),
+        Binding(
+            "right_square_bracket",
+            "tab(1)",
+            "Next tab",
+            key_display="]",
+            show=False,
+            id="jobs.next",
+        ),
         Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
         Binding("n", "next_page", "More", show=False, id="jobs.more"),
-        Binding("r", "refresh", "Refresh", id="jobs.refresh"),
-        Binding("p", "toggle_pause", "Pause", id="jobs.pause"),
+        Binding("r", "refresh", "Refresh", show=False, id="jobs.refresh"),
+        Binding("p", "toggle_pause", "Pause", show=False, id="jobs.pause"),
         Binding("plus", "interval(-1)", "Faster", show=False, key_display="+", id="jobs.faster"),
         Binding("minus", "interval(1)", "Slower", show=False, key_display="-", id="jobs.slower"),
         Binding("R", "retry", "Retry", id="jobs.retry"),
@@ -120,7 +134,7 @@ class JobsScreen(AwaScreen):
         try:
             if query.job_id is not None:
                 row = await client.get_job(query.job_id)
-                rows = [row] if row is not None and _matches(row, query) else []
+                rows = [row] if row is not None and query.matches(row) else []
                 self.post_message(JobsLoaded(query, rows, append, refreshed, has_more=False))
                 return
             loaded = self.table.jobs if query == self.query_state else []
@@ -195,7 +209,10 @@ class JobsScreen(AwaScreen):
         if not self.is_mounted:
             return
         table = self.table
-        parts = [f"{len(table.jobs):,} {self.query_state.describe()} shown, newest first"]
+        if table.jobs:
+            parts = [f"{len(table.jobs):,} {self.query_state.describe()} shown, newest first"]
+        else:
+            parts = [f"No {self.query_state.describe()}"]
         if self.has_more:
             parts.append("more below (n)")
         if self.marks:
@@ -375,15 +392,3 @@ class JobsScreen(AwaScreen):
                 self.awa.run_bulk_matching(action, query)
 
         self.app.push_screen(BulkActionModal(query), chosen)
-
-
-def _matches(row: JobRow, query: JobQuery) -> bool:
-    if query.kind and row.kind != query.kind:
-        return False
-    if query.queue and row.queue != query.queue:
-        return False
-    if query.tab == "dlq":
-        return row.dlq is not None
-    if query.tab == "all":
-        return True
-    return row.dlq is None and row.state is JobState(query.tab)

@@ -163,4 +163,3 @@ class OutputPanel(Vertical):
             mark = {True: "✓ ", False: "✗ ", None: ""}[facts.fits]
             head.append(mark + facts.schema_verdict, style=style)
         return head
-

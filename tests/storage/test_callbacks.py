@@ -31,11 +31,16 @@ from storage.testing import work_one
 Args = dict[str, int]
 
 
-async def _until(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
-    """Wait for an observable condition (bounded); never a fixed delay."""
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.01)
+async def _until(check: Callable[[], Awaitable[bool]], *, tries: int = 500) -> None:
+    """Re-check an observable condition every 10 ms, at most ``tries`` times (about 5 s).
+
+    Used only where the engine offers nothing to await (a handler reaching its wait).
+    """
+    for _ in range(tries):
+        if await check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition was not reached in time")
 
 
 async def _state_is(client: Client, job_id: int, state: JobState) -> bool:
@@ -44,7 +49,7 @@ async def _state_is(client: Client, job_id: int, state: JobState) -> bool:
 
 
 async def _rows_mentioning(conn: asyncpg.Connection, needle: str) -> list[str]:
-    """Every table of the test schema (and the DLQ) that holds ``needle`` anywhere in a row."""
+    """Every table (leaf partitions included) of the test schema holding ``needle`` in a row."""
     tables = await conn.fetch(
         "SELECT quote_ident(c.relname) AS name FROM pg_class c"
         " JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -60,13 +65,15 @@ async def _rows_mentioning(conn: asyncpg.Connection, needle: str) -> list[str]:
     return found
 
 
-def _register_parking_task(client: Client, kind: str, *, timeout: float = 3600) -> list[Any]:
+def _register_parking_task(
+    client: Client, kind: str, *, within: float = 3600
+) -> list[CallbackToken]:
     """A handler that registers a callback, records an output, and parks."""
-    tokens: list[Any] = []
+    tokens: list[CallbackToken] = []
 
     @client.task(kind=kind)
     async def park(job: Job[Args]) -> WaitForCallback:
-        token = await job.register_callback(timeout_seconds=timeout)
+        token = await job.register_callback(timeout_seconds=within)
         tokens.append(token)
         job.set_output({"from": "handler"})  # WaitForCallback discards it
         return WaitForCallback(token)
@@ -75,9 +82,9 @@ def _register_parking_task(client: Client, kind: str, *, timeout: float = 3600) 
 
 
 async def _park_one(
-    client: Client, kind: str, *, max_attempts: int = 25, timeout: float = 3600
+    client: Client, kind: str, *, max_attempts: int = 25, within: float = 3600
 ) -> tuple[int, CallbackToken]:
-    tokens = _register_parking_task(client, kind, timeout=timeout)
+    tokens = _register_parking_task(client, kind, within=within)
     inserted = await client.insert({"n": 1}, kind=kind, max_attempts=max_attempts)
     result = await work_one(client)
     assert result is not None
@@ -92,18 +99,22 @@ async def test_register_and_park_materializes_the_attempt_and_waits(
 ) -> None:
     job_id, token = await _park_one(client, "cb_park")
 
-    assert token.job_id == job_id and token.run_lease == 1
+    assert token.job_id == job_id
+    assert token.run_lease == 1
     state = await conn.fetchrow(
         "SELECT state, callback_id, callback_timeout_at - now() AS left FROM attempt_state"
         " WHERE job_id = $1",
         job_id,
     )
     assert state is not None
-    assert state["state"] == "waiting_external" and state["callback_id"] == token.callback_id
+    assert state["state"] == "waiting_external"
+    assert state["callback_id"] == token.callback_id
     assert 3590 < state["left"].total_seconds() <= 3600
     row = await client.get_job(job_id)
-    assert row is not None and row.state is JobState.WAITING_EXTERNAL
-    assert row.callback is not None and row.callback.callback_id == token.callback_id
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
+    assert row.callback is not None
+    assert row.callback.callback_id == token.callback_id
     assert row.output is None
     listed = await client.list_jobs(state=JobState.WAITING_EXTERNAL)
     assert [r.id for r in listed] == [job_id]
@@ -133,10 +144,12 @@ async def test_complete_external_stores_the_output_and_never_the_payload(
         token.callback_id, {"secret": "tok-5c1f0a"}, output={"status": "shipped"}
     )
 
-    assert row.id == job_id and row.state is JobState.COMPLETED
+    assert row.id == job_id
+    assert row.state is JobState.COMPLETED
     assert row.output == {"status": "shipped"}
     stored = await client.get_job(job_id)
-    assert stored is not None and stored.output == {"status": "shipped"}
+    assert stored is not None
+    assert stored.output == {"status": "shipped"}
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 1
     assert await conn.fetchval("SELECT count(*) FROM attempt_state") == 0
     assert await _rows_mentioning(conn, "tok-5c1f0a") == []
@@ -150,7 +163,9 @@ async def test_complete_external_stores_the_output_and_never_the_payload(
 async def test_complete_external_without_output_stores_none(client: Client) -> None:
     job_id, token = await _park_one(client, "cb_complete_plain")
     row = await client.complete_external(token.callback_id, {"ignored": True})
-    assert row.state is JobState.COMPLETED and row.output is None and not row.has_output
+    assert row.state is JobState.COMPLETED
+    assert row.output is None
+    assert not row.has_output
     assert row.id == job_id
 
 
@@ -163,7 +178,9 @@ async def test_complete_external_sync_from_another_thread(client: Client) -> Non
     row = await asyncio.to_thread(
         client.complete_external_sync, token.callback_id, {"p": 1}, output=[1, 2]
     )
-    assert row.id == job_id and row.state is JobState.COMPLETED and row.output == [1, 2]
+    assert row.id == job_id
+    assert row.state is JobState.COMPLETED
+    assert row.output == [1, 2]
     with pytest.raises(CallbackNotFound):
         await asyncio.to_thread(client.complete_external_sync, token.callback_id)
 
@@ -178,11 +195,13 @@ async def test_run_lease_guards_external_calls(client: Client, conn: asyncpg.Con
     with pytest.raises(StaleAttempt):
         await client.retry_external(token.callback_id, run_lease=7)
     still = await client.get_job(job_id)
-    assert still is not None and still.state is JobState.WAITING_EXTERNAL
+    assert still is not None
+    assert still.state is JobState.WAITING_EXTERNAL
     assert await conn.fetchval("SELECT count(*) FROM attempt_closures") == 0
 
     row = await client.complete_external(token.callback_id, output=1, run_lease=token.run_lease)
-    assert row.state is JobState.COMPLETED and row.output == 1
+    assert row.state is JobState.COMPLETED
+    assert row.output == 1
 
 
 @pytest.mark.parametrize("dlq", [False, True])
@@ -192,8 +211,11 @@ async def test_fail_external_fails_the_job_with_the_error(client: Client, dlq: b
 
     row = await client.fail_external(token.callback_id, "payment declined")
 
-    assert row is not None and row.id == job_id and row.state is JobState.FAILED
-    assert row.errors[-1]["error"] == "payment declined" and row.errors[-1]["terminal"]
+    assert row is not None
+    assert row.id == job_id
+    assert row.state is JobState.FAILED
+    assert row.errors[-1]["error"] == "payment declined"
+    assert row.errors[-1]["terminal"]
     assert "output" not in row.errors[-1]  # the external caller never saw the handler's output
     assert (row.dlq is not None) is dlq
     listed = await client.list_jobs(dlq=True)
@@ -222,12 +244,16 @@ async def test_retry_external_makes_the_job_available_again_at_attempt_zero(
 
     row = await client.retry_external(tokens[0].callback_id)
 
-    assert row is not None and row.id == inserted.id
-    assert row.state is JobState.AVAILABLE and row.attempt == 0 and row.run_lease == 2
+    assert row is not None
+    assert row.id == inserted.id
+    assert row.state is JobState.AVAILABLE
+    assert row.attempt == 0
+    assert row.run_lease == 2
     with pytest.raises(CallbackNotFound):
         await client.retry_external(tokens[0].callback_id)
     result = await work_one(client)  # no maintenance pass needed: it is available now
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.state is JobState.COMPLETED
     assert runs == [1, 1]
 
@@ -246,7 +272,8 @@ async def test_retry_external_refuses_an_attempt_that_is_still_running(client: C
     await client.insert({"n": 1}, kind="cb_retry_running")
     result = await work_one(client)
 
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     assert result.row.state is JobState.COMPLETED  # the handler ran to the end, once
     (error,) = refused
     assert "is running" in str(error)
@@ -255,7 +282,7 @@ async def test_retry_external_refuses_an_attempt_that_is_still_running(client: C
 async def test_heartbeat_callback_pushes_the_timeout_out(
     client: Client, conn: asyncpg.Connection
 ) -> None:
-    job_id, token = await _park_one(client, "cb_heartbeat", timeout=0)
+    job_id, token = await _park_one(client, "cb_heartbeat", within=0)
 
     await client.heartbeat_callback(token.callback_id, timeout_seconds=3600)
 
@@ -266,7 +293,8 @@ async def test_heartbeat_callback_pushes_the_timeout_out(
     report = await client.run_maintenance()
     assert report.timed_out == 0
     row = await client.get_job(job_id)
-    assert row is not None and row.state is JobState.WAITING_EXTERNAL
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
 
 
 @pytest.mark.parametrize(
@@ -315,7 +343,8 @@ async def test_sequential_wait_resumes_with_the_resolved_payload(
         await client.shutdown()
 
     row = await client.get_job(inserted.id)
-    assert row is not None and row.state is JobState.COMPLETED
+    assert row is not None
+    assert row.state is JobState.COMPLETED
     assert row.output == {"answer": 42}  # the handler and its slot stayed alive across the wait
     assert await _rows_mentioning(conn, "tok-9e7d") == []
 
@@ -341,10 +370,15 @@ async def test_resolve_before_the_wait_starts_leaves_the_attempt_running(
 
     assert seen["payload"] == {"early": True}
     # Still running (so heartbeat rescue covers it), no callback left to time out or answer.
-    assert dict(seen["state"]) == {"state": "running", "callback_id": None,
-                                   "callback_timeout_at": None}
-    assert result is not None and result.row is not None
-    assert result.row.id == inserted.id and result.row.state is JobState.COMPLETED
+    assert dict(seen["state"]) == {
+        "state": "running",
+        "callback_id": None,
+        "callback_timeout_at": None,
+    }
+    assert result is not None
+    assert result.row is not None
+    assert result.row.id == inserted.id
+    assert result.row.state is JobState.COMPLETED
 
 
 async def test_external_completion_wins_against_a_handler_waiting_in_wait_for_callback(
@@ -378,9 +412,11 @@ async def test_external_completion_wins_against_a_handler_waiting_in_wait_for_ca
 
     assert row.state is JobState.COMPLETED
     assert handler_saw == ["stale"]
-    assert result is not None and result.ended.outcome is Outcome.STALE
+    assert result is not None
+    assert result.ended.outcome is Outcome.STALE
     stored = await client.get_job(inserted.id)
-    assert stored is not None and stored.output == {"from": "external"}
+    assert stored is not None
+    assert stored.output == {"from": "external"}
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 1
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
     assert events == ["started", "completed"]  # one completion, the external one
@@ -399,9 +435,12 @@ async def test_external_completion_before_the_handler_parks_makes_the_park_stale
     inserted = await client.insert({"n": 1}, kind="cb_early_complete")
     result = await work_one(client)
 
-    assert result is not None and result.ended.outcome is Outcome.STALE
-    assert result.row is not None and result.row.id == inserted.id
-    assert result.row.state is JobState.COMPLETED and result.row.output == "external"
+    assert result is not None
+    assert result.ended.outcome is Outcome.STALE
+    assert result.row is not None
+    assert result.row.id == inserted.id
+    assert result.row.state is JobState.COMPLETED
+    assert result.row.output == "external"
     assert result.row.errors == []  # no contract-violation entry was written
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 1
 
@@ -422,14 +461,18 @@ async def test_wait_for_callback_without_a_registered_callback_is_a_contract_vio
     inserted = await client.insert({"n": 1}, kind="cb_contract", max_attempts=5)
     result = await work_one(client)
 
-    assert result is not None and result.row is not None
+    assert result is not None
+    assert result.row is not None
     row = result.row
-    assert row.id == inserted.id and row.state is JobState.FAILED  # terminal: no retry
+    assert row.id == inserted.id
+    assert row.state is JobState.FAILED
     (entry,) = row.errors
-    assert "wait_for_callback_contract_violation" in entry["error"] and entry["terminal"]
+    assert "wait_for_callback_contract_violation" in entry["error"]
+    assert entry["terminal"]
     assert entry["output"] == {"partial": 3}  # kept in the contract-violation entry
     if dlq:
-        assert row.dlq is not None and row.dlq.reason == "wait_for_callback_contract_violation"
+        assert row.dlq is not None
+        assert row.dlq.reason == "wait_for_callback_contract_violation"
     else:
         assert row.dlq is None
     assert events == ["started", "exhausted"]
@@ -447,20 +490,24 @@ async def test_callback_timeout_rescue(
     client: Client, max_attempts: int, dlq: bool, expected: JobState
 ) -> None:
     await client.configure_queue("default", dlq=dlq)
-    job_id, token = await _park_one(client, "cb_timeout", max_attempts=max_attempts, timeout=0)
+    job_id, token = await _park_one(client, "cb_timeout", max_attempts=max_attempts, within=0)
 
     report = await client.run_maintenance()
 
     assert report.timed_out == 1
     row = await client.get_job(job_id)
-    assert row is not None and row.state is expected
+    assert row is not None
+    assert row.state is expected
     (entry,) = row.errors
-    assert entry["error"].startswith("callback timed out") and "output" not in entry
+    assert entry["error"].startswith("callback timed out")
+    assert "output" not in entry
     assert (row.dlq is not None and row.dlq.reason == "callback_timeout") is dlq
     with pytest.raises(CallbackNotFound):
         await client.complete_external(token.callback_id, output="late")
     again = await client.get_job(job_id)
-    assert again is not None and again.state is expected and again.output is None
+    assert again is not None
+    assert again.state is expected
+    assert again.output is None
 
 
 async def test_callback_timeout_ends_a_handler_waiting_in_wait_for_callback(
@@ -489,18 +536,16 @@ async def test_callback_timeout_ends_a_handler_waiting_in_wait_for_callback(
     result = await asyncio.wait_for(worker, 5)
 
     assert handler_saw == ["stale"]
-    assert result is not None and result.ended.outcome is Outcome.STALE
+    assert result is not None
+    assert result.ended.outcome is Outcome.STALE
     row = await client.get_job(inserted.id)
-    assert row is not None and row.state is JobState.RETRYABLE and row.output is None
+    assert row is not None
+    assert row.state is JobState.RETRYABLE
+    assert row.output is None
     assert [e["error"] for e in row.errors] == ["callback timed out"]
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage/client.py: fail_external and retry_external emit no lifecycle event "
-    "(complete_external emits completed); proposed diff in the report",
-)
 async def test_external_fail_and_retry_emit_lifecycle_events(client: Client) -> None:
     events: list[tuple[str, int]] = []
     client.on_event(lambda e: events.append((e.name, e.job_id)))

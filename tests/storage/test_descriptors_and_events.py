@@ -95,9 +95,12 @@ async def test_sync_publishes_the_declared_descriptor(client: Client, schema: st
         "media-team",
         "https://example.test/resize",
     )
-    assert stored.tags == ["images", "cpu"] and stored.extra == {"sla_seconds": 30}
-    assert stored.output == {"type": "Resized"} and stored.descriptor_hash
-    assert stored.created_at is not None and stored.updated_at is not None
+    assert stored.tags == ["images", "cpu"]
+    assert stored.extra == {"sla_seconds": 30}
+    assert stored.output == {"type": "Resized"}
+    assert stored.descriptor_hash
+    assert stored.created_at is not None
+    assert stored.updated_at is not None
 
 
 async def test_updated_at_moves_only_when_the_content_changes(
@@ -144,9 +147,11 @@ async def test_the_runtime_publishes_its_tasks_descriptors_at_start(
     await client.shutdown()
 
     stored = await client.get_descriptor(kind)
-    assert stored is not None and stored.display_name == "Thumbnail"
+    assert stored is not None
+    assert stored.display_name == "Thumbnail"
     assert stored.output_type_name == "Resized"
-    assert stored.output_schema is not None and "width" in stored.output_schema["properties"]
+    assert stored.output_schema is not None
+    assert "width" in stored.output_schema["properties"]
 
 
 async def test_a_descriptor_nobody_refreshed_is_stale(
@@ -199,14 +204,16 @@ async def test_list_kinds_returns_descriptors_and_live_job_counts(
     kinds = {k.kind: k for k in await client.list_kinds() if k.kind in (kind, other)}
 
     counted = kinds[kind]
-    assert counted.descriptor is not None and counted.descriptor.display_name == "Counted"
+    assert counted.descriptor is not None
+    assert counted.descriptor.display_name == "Counted"
     assert counted.counts == {
         JobState.FAILED: 1,
         JobState.AVAILABLE: 2,
         JobState.RUNNING: 1,
         JobState.CANCELLED: 1,
     }
-    assert counted.stale is False and counted.dlq == 0
+    assert counted.stale is False
+    assert counted.dlq == 0
     assert kinds[other].counts == {JobState.AVAILABLE: 1}
 
 
@@ -250,14 +257,18 @@ async def test_events_for_each_executor_outcome(client: Client) -> None:
         ("snooze", "snoozed"),
         ("park", "waiting_for_callback"),
     ]:
-        job = await client.insert({"do": do}, kind="ev_job", max_attempts=1 if do == "exhaust" else 5)
+        job = await client.insert(
+            {"do": do}, kind="ev_job", max_attempts=1 if do == "exhaust" else 5
+        )
         result = await work_one(client)
-        assert result is not None and result.ended.outcome is Outcome.WRITTEN
+        assert result is not None
+        assert result.ended.outcome is Outcome.WRITTEN
         expected += [("started", job.id), (name, job.id)]
 
     assert seen == expected
     (completed,) = outputs
-    assert completed.kind == "ev_job" and completed.queue == "default"
+    assert completed.kind == "ev_job"
+    assert completed.queue == "default"
     assert completed.output == {"ok": True}
 
 
@@ -304,9 +315,9 @@ async def test_rescues_emit_rescued_and_the_stale_completion_emits_nothing(
     started, release = asyncio.Event(), asyncio.Event()
 
     @client.task(kind="ev_rescue")
-    async def slow(job: Job[Args]) -> None:
+    async def slow(job: Job[Args]) -> WaitForCallback | None:
         if job.args.get("park"):
-            return WaitForCallback(await job.register_callback(timeout_seconds=0))  # type: ignore[return-value]
+            return WaitForCallback(await job.register_callback(timeout_seconds=0))
         started.set()
         await release.wait()
         return None
@@ -323,7 +334,8 @@ async def test_rescues_emit_rescued_and_the_stale_completion_emits_nothing(
     assert (report.rescued, report.timed_out) == (1, 1)
     release.set()
     late = await asyncio.wait_for(worker, 5)
-    assert late is not None and late.ended.outcome is Outcome.STALE
+    assert late is not None
+    assert late.ended.outcome is Outcome.STALE
 
     assert seen == [
         ("started", stuck.id),
@@ -334,7 +346,9 @@ async def test_rescues_emit_rescued_and_the_stale_completion_emits_nothing(
         ("exhausted", parked.id),  # ...so it failed for good (dead-lettered)
     ]
     row = await client.get_job(parked.id)
-    assert row is not None and row.dlq is not None and row.dlq.reason == "callback_timeout"
+    assert row is not None
+    assert row.dlq is not None
+    assert row.dlq.reason == "callback_timeout"
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
 
 
@@ -356,5 +370,6 @@ async def test_no_event_for_a_maintenance_pass_that_did_not_lead(
         )
     finally:
         await conn.execute("SELECT pg_advisory_unlock(6386273, hashtext($1))", schema)
-    assert report.leader is False and report.rescued == 0
+    assert report.leader is False
+    assert report.rescued == 0
     assert seen == []

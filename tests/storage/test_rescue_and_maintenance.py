@@ -6,6 +6,7 @@ and the rings: rotation, prune, tombstoned compact completions, failed-row carry
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -53,16 +54,20 @@ async def test_only_the_lock_holder_leads_a_maintenance_pass(
     await conn.execute("SELECT pg_advisory_lock($1, hashtext($2))", LEADER_KEY, schema)
     try:
         report = await client.run_maintenance()
-        assert report.leader is False and report.promoted == 0
+        assert report.leader is False
+        assert report.promoted == 0
         row = await client.get_job(job.id)
-        assert row is not None and row.state is JobState.SCHEDULED
+        assert row is not None
+        assert row.state is JobState.SCHEDULED
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1, hashtext($2))", LEADER_KEY, schema)
 
     report = await client.run_maintenance()
-    assert report.leader is True and report.promoted == 1
+    assert report.leader is True
+    assert report.promoted == 1
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.AVAILABLE
+    assert row is not None
+    assert row.state is JobState.AVAILABLE
     # The pass gave leadership back: another connection can take it now.
     assert await conn.fetchval("SELECT pg_try_advisory_lock($1, hashtext($2))", LEADER_KEY, schema)
     await conn.execute("SELECT pg_advisory_unlock($1, hashtext($2))", LEADER_KEY, schema)
@@ -83,7 +88,8 @@ async def test_promotion_moves_only_due_deferred_jobs(
     assert [r.id for r in await client.list_jobs(state=JobState.AVAILABLE)] == [due.id]
     assert [r.id for r in await client.list_jobs(state=JobState.SCHEDULED)] == [not_due.id]
     claimed = await _claim_one(client)
-    assert claimed.job_id == due.id and claimed.attempt == 1
+    assert claimed.job_id == due.id
+    assert claimed.attempt == 1
 
 
 # -- rescue -----------------------------------------------------------------------------------
@@ -113,24 +119,31 @@ async def test_stale_heartbeat_rescue_makes_the_late_completion_stale(
 
     assert report.rescued == 1
     closure = await conn.fetchrow("SELECT run_lease, outcome FROM attempt_closures")
-    assert closure is not None and dict(closure) == {"run_lease": 1, "outcome": "rescued"}
+    assert closure is not None
+    assert dict(closure) == {"run_lease": 1, "outcome": "rescued"}
     rescued = await client.get_job(inserted.id)
-    assert rescued is not None and rescued.state is JobState.RETRYABLE
+    assert rescued is not None
+    assert rescued.state is JobState.RETRYABLE
     (entry,) = rescued.errors
-    assert entry["error"] == "heartbeat stale: worker presumed dead" and "output" not in entry
+    assert entry["error"] == "heartbeat stale: worker presumed dead"
+    assert "output" not in entry
 
     release.set()  # the presumed-dead worker finishes after all
     late = await asyncio.wait_for(worker, 5)
-    assert late is not None and late.ended.outcome is Outcome.STALE
-    assert late.row is not None and late.row.state is JobState.RETRYABLE
+    assert late is not None
+    assert late.ended.outcome is Outcome.STALE
+    assert late.row is not None
+    assert late.row.state is JobState.RETRYABLE
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 0
 
     assert (await client.run_maintenance()).promoted == 1
     again = await work_one(client)
-    assert again is not None and again.row is not None
+    assert again is not None
+    assert again.row is not None
     assert again.ended.outcome is Outcome.WRITTEN
-    assert again.row.state is JobState.COMPLETED and again.row.attempt == 2
+    assert again.row.state is JobState.COMPLETED
+    assert again.row.attempt == 2
     assert again.row.output is None  # the late attempt's output was never published
     assert runs == [1, 2]
     assert await conn.fetchval("SELECT count(*) FROM done_entries WHERE state = 'completed'") == 1
@@ -151,7 +164,9 @@ async def test_a_fresh_heartbeat_keeps_an_old_claim_alive(
         claimed.claim_id,
     )
     assert (await client.run_maintenance()).rescued == 0
-    assert (await client.run_maintenance(MaintenanceSettings(heartbeat_stale_seconds=0))).rescued == 1
+    assert (
+        await client.run_maintenance(MaintenanceSettings(heartbeat_stale_seconds=0))
+    ).rescued == 1
 
 
 @pytest.mark.parametrize("dlq", [False, True])
@@ -164,20 +179,24 @@ async def test_deadline_rescue_retries_then_fails_when_attempts_are_exhausted(
     first = await _claim_one(client, deadline=0)
     assert (await client.run_maintenance()).rescued == 1
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.RETRYABLE
+    assert row is not None
+    assert row.state is JobState.RETRYABLE
     assert [e["error"] for e in row.errors] == ["hard deadline exceeded"]
     async with client.pool.acquire() as c:
         assert await claim_batch(c, ["default"], 1, 60) == []  # closed, not yet runnable
 
     assert (await client.run_maintenance()).promoted == 1
     second = await _claim_one(client, deadline=0)
-    assert second.run_lease == first.run_lease + 1 and second.attempt == 2
+    assert second.run_lease == first.run_lease + 1
+    assert second.attempt == 2
     assert (await client.run_maintenance()).rescued == 1
 
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.FAILED
+    assert row is not None
+    assert row.state is JobState.FAILED
     last = row.errors[-1]
-    assert last["error"].startswith("hard deadline exceeded") and "exhausted" in last["error"]
+    assert last["error"].startswith("hard deadline exceeded")
+    assert "exhausted" in last["error"]
     assert last["terminal"] is True
     assert (row.dlq is not None and row.dlq.reason == "max_attempts_exhausted") is dlq
     stale = AttemptRecord(AttemptRef(second.job_id, second.run_lease, second.claim_id), 2, 2, None)
@@ -194,10 +213,8 @@ async def test_admin_cancel_reaches_the_running_handler(client: Client) -> None:
     @client.task(kind="m_cancellable")
     async def handler(job: Job[Args]) -> None:
         started.set()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(job._cancelled.wait(), 5)
-        except TimeoutError:
-            pass
         observed.append(job.is_cancelled())
         finished.set()
 
@@ -212,9 +229,11 @@ async def test_admin_cancel_reaches_the_running_handler(client: Client) -> None:
         await client.shutdown()
 
     assert observed == [True]  # told over LISTEN/NOTIFY, well before the 5 s bound
-    assert cancelled is not None and cancelled.state is JobState.CANCELLED
+    assert cancelled is not None
+    assert cancelled.state is JobState.CANCELLED
     row = await client.get_job(inserted.id)
-    assert row is not None and row.state is JobState.CANCELLED
+    assert row is not None
+    assert row.state is JobState.CANCELLED
     assert row.errors[-1]["error"] == "cancelled by operator"
     assert "completed" not in events  # the handler's own completion was stale
 
@@ -229,7 +248,6 @@ async def small_ring(migrated_dsn: str, schema: str) -> AsyncIterator[Client]:
     async with connect_once(migrated_dsn) as c:
         await c.execute("SELECT awa.install_queue_storage($1, 3, 3)", name)
     async with await Client.connect(migrated_dsn, name) as client:
-
         client.task(kind="m_filler", queue="filler")(_noop)
         client.task(kind="m_live")(_noop)
         yield client
@@ -244,7 +262,8 @@ async def _fill_and_rotate(client: Client) -> RotateOutcome:
     """Some traffic in the current slot (rotation skips an idle one), then a forced rotation."""
     await client.insert({"n": 0}, kind="m_filler")
     done = await work_one(client, ["filler"])
-    assert done is not None and done.ended.outcome is Outcome.WRITTEN
+    assert done is not None
+    assert done.ended.outcome is Outcome.WRITTEN
     return await _rotate_queue(client)
 
 
@@ -265,8 +284,11 @@ async def test_installer_defaults_and_rotation_skips_an_idle_slot(
 
     await client.insert({"n": 1}, kind="m_noop")
     assert await _rotate_queue(client) == RotateOutcome(rotated=True, pruned=False)
-    row = await conn.fetchrow("SELECT current_slot, generation FROM ring_state WHERE ring = 'queue'")
-    assert row is not None and tuple(row) == (1, 1)
+    row = await conn.fetchrow(
+        "SELECT current_slot, generation FROM ring_state WHERE ring = 'queue'"
+    )
+    assert row is not None
+    assert tuple(row) == (1, 1)
     assert await _rotate_queue(client) == RotateOutcome(rotated=False, pruned=False)  # idle again
 
 
@@ -297,14 +319,17 @@ async def test_deleted_compact_completion_is_hidden_until_prune_removes_it(
 
     inserted = await client.insert({"n": 1}, kind="m_victim")
     done = await work_one(client)
-    assert done is not None and done.row is not None and done.row.storage_path == "compact"
+    assert done is not None
+    assert done.row is not None
+    assert done.row.storage_path == "compact"
 
     await client.delete_job(inserted.id)
 
     async def batch_rows() -> int:
         async with client.pool.acquire() as c:
             n: int = await c.fetchval(
-                "SELECT count(*) FROM receipt_completion_batches WHERE job_ids @> ARRAY[$1::bigint]",
+                "SELECT count(*) FROM receipt_completion_batches"
+                " WHERE job_ids @> ARRAY[$1::bigint]",
                 inserted.id,
             )
         return n
@@ -312,7 +337,10 @@ async def test_deleted_compact_completion_is_hidden_until_prune_removes_it(
     assert await client.get_job(inserted.id) is None
     assert [r.id for r in await client.list_jobs(kind="m_victim")] == []
     async with client.pool.acquire() as c:
-        assert await c.fetchval("SELECT count(*) FROM terminal_jobs WHERE job_id = $1", inserted.id) == 0
+        assert (
+            await c.fetchval("SELECT count(*) FROM terminal_jobs WHERE job_id = $1", inserted.id)
+            == 0
+        )
         assert await c.fetchval("SELECT count(*) FROM receipt_completion_tombstones") == 1
     assert await batch_rows() == 1  # hidden, but its bytes stay until prune
 
@@ -325,7 +353,10 @@ async def test_deleted_compact_completion_is_hidden_until_prune_removes_it(
     assert await client.get_job(inserted.id) is None
     async with client.pool.acquire() as c:
         assert await c.fetchval("SELECT count(*) FROM receipt_completion_tombstones") == 0
-        assert await c.fetchval("SELECT count(*) FROM ready_entries WHERE job_id = $1", inserted.id) == 0
+        assert (
+            await c.fetchval("SELECT count(*) FROM ready_entries WHERE job_id = $1", inserted.id)
+            == 0
+        )
 
 
 async def test_failed_jobs_inside_retention_survive_prune(small_ring: Client) -> None:
@@ -351,9 +382,11 @@ async def test_failed_jobs_inside_retention_survive_prune(small_ring: Client) ->
         assert await _fill_and_rotate(client) == RotateOutcome(True, True)
 
     row = await client.get_job(kept.id)
-    assert row is not None and row.state is JobState.FAILED
+    assert row is not None
+    assert row.state is JobState.FAILED
     (entry,) = row.errors
-    assert entry["error"] == "TerminalError: card declined" and entry["output"] == {"step": 1}
+    assert entry["error"] == "TerminalError: card declined"
+    assert entry["output"] == {"step": 1}
     assert [r.id for r in await client.list_jobs(state=JobState.FAILED)] == [kept.id]
     assert await client.get_job(expired.id) is None  # outside failed_retention: pruned
 
@@ -372,7 +405,8 @@ async def test_a_slot_holding_a_live_job_is_not_pruned(
     assert await _current_slot(client) == 2
 
     row = await client.get_job(live.id)
-    assert row is not None and row.state is live_state
+    assert row is not None
+    assert row.state is live_state
     if claimed is None:
         claimed = await _claim_one(client)
     item = CompactCompletion(
@@ -461,7 +495,8 @@ async def test_claim_ring_prune_waits_for_open_attempts_and_keeps_terminal_reads
         JobState.FAILED,
         JobState.COMPLETED,
     ]
-    assert states[2] is not None and states[2].output == {"done": True}
+    assert states[2] is not None
+    assert states[2].output == {"done": True}
     assert (await client.run_maintenance()).rescued == 0  # nothing looks open without its claim
 
 

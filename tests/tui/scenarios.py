@@ -208,43 +208,49 @@ async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
     )
 
 
-def _errors_at(table: str) -> str:
-    return f"""
+# @T: the job's pinned creation time (T0 + 5 min per id); @B: a batch's first job's; @NOW.
+_AT = (
+    "$1::timestamptz + t.job_id * interval '5 minutes' + (e->>'attempt')::int * interval '1 minute'"
+)
+_ERRORS_AT = """
 UPDATE {table} t SET payload = jsonb_set(t.payload, '{{errors}}', (
-    SELECT jsonb_agg(e || jsonb_build_object('at', to_char(
-        ($1::timestamptz + t.job_id * interval '5 minutes' + (e->>'attempt')::int * interval '1 minute')
-        AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:30"+00:00"')) ORDER BY ord)
+    SELECT jsonb_agg(e || jsonb_build_object('at', to_char(({at}) AT TIME ZONE 'UTC',
+                                                           'YYYY-MM-DD"T"HH24:MI:30"+00:00"'))
+                     ORDER BY ord)
       FROM jsonb_array_elements(t.payload->'errors') WITH ORDINALITY AS x(e, ord)))
  WHERE t.payload ? 'errors'
 """
-
-
+_PIN = [
+    """UPDATE ready_entries SET created_at = @T,
+              run_at = @T + (run_lease - 1) * interval '1 minute',
+              attempted_at = CASE WHEN attempted_at IS NOT NULL
+                                  THEN @T + run_lease * interval '1 minute' END""",
+    """UPDATE deferred_jobs SET created_at = @T,
+              run_at = @NOW + CASE WHEN state = 'scheduled' THEN interval '3 days'
+                                   ELSE interval '90 seconds' END,
+              attempted_at = CASE WHEN attempted_at IS NOT NULL
+                                  THEN @T + interval '1 minute' END""",
+    """UPDATE claim_batches
+          SET claimed_at = @B + interval '1 minute', deadline_at = @B + interval '31 minutes'""",
+    "UPDATE done_entries SET finalized_at = @T + interval '4 minutes'",
+    "UPDATE receipt_completion_batches SET finalized_at = @B + interval '2 minutes'",
+    """UPDATE dlq_entries SET created_at = @T, run_at = @T,
+              attempted_at = @T + interval '1 minute', finalized_at = @T + interval '2 minutes',
+              dlq_at = @T + interval '2 minutes'""",
+    """UPDATE attempt_state SET heartbeat_at = @T + interval '1 minute',
+              callback_timeout_at = CASE WHEN callback_timeout_at IS NOT NULL
+                                         THEN @NOW + interval '55 minutes' END,
+              callback_id = CASE WHEN callback_id IS NOT NULL
+                                 THEN '4f1c9a2e-5b7d-4c3a-9e1f-'
+                                      || lpad(job_id::text, 12, '0') END""",
+    *(_ERRORS_AT.format(table=table, at=_AT) for table in ("ready_entries", "deferred_jobs")),
+    *(_ERRORS_AT.format(table=table, at=_AT) for table in ("done_entries", "dlq_entries")),
+]
 PIN = [
-    """UPDATE ready_entries SET created_at = $1::timestamptz + job_id * interval '5 minutes',
-              run_at = $1::timestamptz + job_id * interval '5 minutes' + (run_lease - 1) * interval '1 minute',
-              attempted_at = CASE WHEN attempted_at IS NULL THEN NULL
-                                  ELSE $1::timestamptz + job_id * interval '5 minutes' + run_lease * interval '1 minute' END""",
-    """UPDATE deferred_jobs SET created_at = $1::timestamptz + job_id * interval '5 minutes',
-              run_at = CASE WHEN state = 'scheduled' THEN $2::timestamptz + interval '3 days' ELSE $2::timestamptz + interval '90 seconds' END,
-              attempted_at = CASE WHEN attempted_at IS NULL THEN NULL
-                                  ELSE $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute' END""",
-    """UPDATE claim_batches SET claimed_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '1 minute',
-              deadline_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '31 minutes'""",
-    "UPDATE done_entries SET finalized_at = $1::timestamptz + job_id * interval '5 minutes' + interval '4 minutes'",
-    "UPDATE receipt_completion_batches SET finalized_at = $1::timestamptz + job_ids[1] * interval '5 minutes' + interval '2 minutes'",
-    """UPDATE dlq_entries SET created_at = $1::timestamptz + job_id * interval '5 minutes',
-              run_at = $1::timestamptz + job_id * interval '5 minutes',
-              attempted_at = $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute',
-              finalized_at = $1::timestamptz + job_id * interval '5 minutes' + interval '2 minutes',
-              dlq_at = $1::timestamptz + job_id * interval '5 minutes' + interval '2 minutes'""",
-    """UPDATE attempt_state SET heartbeat_at = $1::timestamptz + job_id * interval '5 minutes' + interval '1 minute',
-              callback_timeout_at = CASE WHEN callback_timeout_at IS NULL THEN NULL ELSE $2::timestamptz + interval '55 minutes' END,
-              callback_id = CASE WHEN callback_id IS NULL THEN NULL
-                                 ELSE '4f1c9a2e-5b7d-4c3a-9e1f-' || lpad(job_id::text, 12, '0') END""",
-    _errors_at("ready_entries"),
-    _errors_at("deferred_jobs"),
-    _errors_at("done_entries"),
-    _errors_at("dlq_entries"),
+    statement.replace("@T", "($1::timestamptz + job_id * interval '5 minutes')")
+    .replace("@B", "($1::timestamptz + job_ids[1] * interval '5 minutes')")
+    .replace("@NOW", "$2::timestamptz")
+    for statement in _PIN
 ]
 
 PIN_DESCRIPTORS = [
@@ -275,7 +281,7 @@ async def pin(conn: asyncpg.Connection) -> None:
 
 
 async def with_client(dsn: str, schema: str, seeder: Any) -> Any:
-    """Run ``seeder(client, conn)`` on a fresh connection pair (snapshot tests run this under asyncio.run)."""
+    """Run ``seeder(client, conn)`` on a fresh client and connection (under ``asyncio.run``)."""
     async with await Client.connect(dsn, schema) as client, connect_once(dsn) as conn:
         await conn.execute(f"SET search_path TO {schema}")
         return await seeder(client, conn)
@@ -329,7 +335,12 @@ SCREENS: dict[str, Screen] = {
         Screen("browser"),
         Screen("detail", app_options=(("initial_job", 4),)),
         Screen("errors", app_options=(("initial_job", 5),), keys=("e", "o")),
-        Screen("complete-invalid", app_options=(("initial_job", 7),), keys=("C",), paste=INVALID_PAYMENT),
+        Screen(
+            "complete-invalid",
+            app_options=(("initial_job", 7),),
+            keys=("C",),
+            paste=INVALID_PAYMENT,
+        ),
         Screen(
             "complete-done",
             app_options=(("initial_job", 7),),

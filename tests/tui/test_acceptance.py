@@ -25,7 +25,9 @@ async def test_find_latest_failed_job_and_read_its_kept_output(
         await settle(pilot)
         await pilot.press("slash", *"kind:sync_inventory", "enter")
         await settle(pilot)
-        for _ in range(6):  # all -> available -> running -> waiting -> scheduled -> retryable -> failed
+        for _ in range(
+            6
+        ):  # all -> available -> running -> waiting -> scheduled -> retryable -> failed
             await pilot.press("right_square_bracket")
         await settle(pilot)
         jobs = app.screen
@@ -38,7 +40,9 @@ async def test_find_latest_failed_job_and_read_its_kept_output(
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, JobDetailScreen)
-        assert "connection reset by warehouse eu-3" in text_of(app.screen.query_one("#last-error", Static))
+        assert "connection reset by warehouse eu-3" in text_of(
+            app.screen.query_one("#last-error", Static)
+        )
         assert "Error entry #2 kept" in text_of(app.screen.query_one(OutputPanel))
 
         await pilot.press("e")
@@ -50,7 +54,8 @@ async def test_find_latest_failed_job_and_read_its_kept_output(
         assert history.current_position == 1
         panel = text_of(history.query_one(OutputPanel))
         assert '{"skipped":2,"updated":80,"failed_skus":["SKU-217"]}' in panel
-        assert "SyncReport" in panel and "fits the schema" in panel
+        assert "SyncReport" in panel
+        assert "fits the schema" in panel
 
 
 async def test_refuse_invalid_output_then_complete_waiting_job(
@@ -69,14 +74,19 @@ async def test_refuse_invalid_output_then_complete_waiting_job(
         form = app.screen
         assert isinstance(form, CompleteCallbackModal)
         editor = form.query_one("#output-editor", TextArea)
-        app.post_message(events.Paste('{"status": "maybe", "reference": "r-1", "amount_cents": 4900}'))
+        app.post_message(
+            events.Paste('{"status": "maybe", "reference": "r-1", "amount_cents": 4900}')
+        )
         await settle(pilot)
         check = text_of(form.query_one("#output-check", Static))
-        assert "schema at $.status" in check and "allowed values" in check
+        assert "schema at $.status" in check
+        assert "allowed values" in check
         assert form.query_one("#submit").disabled
 
         editor.clear()
-        app.post_message(events.Paste('{"status": "paid", "reference": "psp-77", "amount_cents": 4900}'))
+        app.post_message(
+            events.Paste('{"status": "paid", "reference": "psp-77", "amount_cents": 4900}')
+        )
         await settle(pilot)
         assert "fits the PaymentResult schema" in text_of(form.query_one("#output-check", Static))
         await pilot.press("ctrl+s")
@@ -84,16 +94,18 @@ async def test_refuse_invalid_output_then_complete_waiting_job(
         assert isinstance(app.screen, ConfirmModal)
         await pilot.press("y")
         await settle(pilot)
-        assert app.screen is form
+        assert pilot.app.screen is form  # the form stays open with the result
         assert "Completed: job 7 is completed" in text_of(form.query_one("#result", Static))
 
         row = await client.get_job(incident.waiting)
-        assert row is not None and row.state is JobState.COMPLETED
+        assert row is not None
+        assert row.state is JobState.COMPLETED
         assert row.output_text == '{"status":"paid","reference":"psp-77","amount_cents":4900}'
 
         await pilot.press("escape")
         await settle(pilot)
         detail = app.screen
         assert isinstance(detail, JobDetailScreen)
-        assert detail.row is not None and detail.row.state is JobState.COMPLETED
+        assert detail.row is not None
+        assert detail.row.state is JobState.COMPLETED
         assert row.output_text in text_of(detail.query_one(OutputPanel))

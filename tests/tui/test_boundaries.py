@@ -51,5 +51,7 @@ def test_storage_never_imports_the_console_or_textual() -> None:
         "assert 'textual' not in sys.modules, 'textual'\n"
         "assert not [m for m in sys.modules if m.startswith('awa_tui')], 'awa_tui'\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from awa_tui.demo import SendEmail
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
@@ -33,9 +32,18 @@ async def test_tabs_show_live_counts_and_filter_by_state(
         await settle(pilot)
         screen = jobs_screen(app)
         tabs = text_of(screen.query_one(StateTabs))
-        for label in ("All 11", "Available 1", "Waiting 1", "Scheduled 1", "Retryable 1", "Failed 1"):
+        for label in (
+            "All 11",
+            "Available 1",
+            "Waiting 1",
+            "Scheduled 1",
+            "Retryable 1",
+            "Failed 1",
+        ):
             assert label in tabs
-        assert "Completed 5" in tabs and "Cancelled 1" in tabs and "DLQ 1" in tabs
+        assert "Completed 5" in tabs
+        assert "Cancelled 1" in tabs
+        assert "DLQ 1" in tabs
         assert shown_ids(screen) == [12, 11, 10, 9, 8, 7, 5, 4, 3, 2, 1]  # newest first
         await pilot.press("left_square_bracket")  # wraps to the DLQ tab
         await settle(pilot)
@@ -79,7 +87,9 @@ async def test_filter_bar_kind_queue_id_and_text(
 
 
 async def test_keyset_pages_newest_first(migrated_dsn: str, schema: str, client: Client) -> None:
-    await client.insert_many([SendEmail(to=f"u{n}@example.com", template="t") for n in range(130)], kind="send_email")
+    await client.insert_many(
+        [SendEmail(to=f"u{n}@example.com", template="t") for n in range(130)], kind="send_email"
+    )
     app = build_app(migrated_dsn, schema)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -107,12 +117,14 @@ async def test_live_refresh_never_moves_the_cursor_or_marks(
         await pilot.press("j", "j", "j")  # onto job 9
         await pilot.press("space")  # mark 9; the cursor moves on to 8
         table = screen.query_one(JobTable)
-        assert table.current_job is not None and table.current_job.id == incident.available
+        assert table.current_job is not None
+        assert table.current_job.id == incident.available
         await client.insert_many([SendEmail(to="new@example.com", template="t")] * 3)
         screen.action_refresh()
         await settle(pilot)
         assert shown_ids(screen)[:3] == [15, 14, 13]
-        assert table.current_job is not None and table.current_job.id == incident.available
+        assert table.current_job is not None
+        assert table.current_job.id == incident.available
         assert screen.marks == {incident.scheduled}
         assert "●" in text_of(table.get_row(str(incident.scheduled))[0])
         await pilot.press("p")
@@ -124,7 +136,9 @@ async def test_live_refresh_never_moves_the_cursor_or_marks(
 async def test_bulk_cancel_on_marked_rows(
     migrated_dsn: str, schema: str, client: Client, incident: Incident
 ) -> None:
-    extra = await client.insert_many([SendEmail(to=f"x{n}@example.com", template="t") for n in range(2)])
+    extra = await client.insert_many(
+        [SendEmail(to=f"x{n}@example.com", template="t") for n in range(2)]
+    )
     app = build_app(migrated_dsn, schema, initial_state="available")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -139,9 +153,11 @@ async def test_bulk_cancel_on_marked_rows(
         await settle(pilot)
         for row in extra:
             stored = await client.get_job(row.id)
-            assert stored is not None and stored.state is JobState.CANCELLED
+            assert stored is not None
+            assert stored.state is JobState.CANCELLED
         untouched = await client.get_job(incident.available)
-        assert untouched is not None and untouched.state is JobState.AVAILABLE
+        assert untouched is not None
+        assert untouched.state is JobState.AVAILABLE
         assert shown_ids(screen) == [incident.available]
         assert screen.marks == set()
 
@@ -196,7 +212,6 @@ async def test_a_read_only_database_is_detected(
     app = build_app(replica_like, schema)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert app.read_only_reason is not None and "database is read-only" in app.read_only_reason
+        assert app.read_only_reason is not None
+        assert "database is read-only" in app.read_only_reason
         assert "READ-ONLY" in text_of(jobs_screen(app).query_one(ModeBanner))
-
-

@@ -53,7 +53,9 @@ def test_bad_dsn_exits_2() -> None:
 
 
 def test_bad_schema_name_and_options_exit_2() -> None:
-    assert run_cli("--schema", "Robert'); DROP", "--dsn", "postgresql://x/y").returncode == EXIT_USAGE
+    assert (
+        run_cli("--schema", "Robert'); DROP", "--dsn", "postgresql://x/y").returncode == EXIT_USAGE
+    )
     assert run_cli("--refresh", "-1").returncode == EXIT_USAGE
     assert run_cli("--state", "sleeping").returncode == EXIT_USAGE
 

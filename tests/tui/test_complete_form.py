@@ -45,12 +45,17 @@ async def test_live_validation_names_reason_path_and_size(
     async with app.run_test(size=SIZE) as pilot:
         form = await open_form(pilot, app)
         assert form.query_one("#callback-id", Input).value == CALLBACK
-        assert "No output: the job completes without one." in text_of(form.query_one("#output-check"))
+        assert "No output: the job completes without one." in text_of(
+            form.query_one("#output-check")
+        )
         check = await type_output(pilot, form, '{"status": "paid",,}')
         assert check == (
-            "✗ not_json: not valid JSON at line 1, column 19: unexpected character, expected a string key"
+            "✗ not_json: not valid JSON at line 1, column 19: "
+            "unexpected character, expected a string key"
         )
-        check = await type_output(pilot, form, '{"status": "paid", "reference": "a\\u0000b", "amount_cents": 1}')
+        check = await type_output(
+            pilot, form, '{"status": "paid", "reference": "a\\u0000b", "amount_cents": 1}'
+        )
         assert check.startswith("✗ invalid: output is invalid at $.reference")
         assert form.check.path == "$.reference"
         check = await type_output(pilot, form, '"' + "x" * 5000 + '"')
@@ -82,9 +87,13 @@ async def test_stale_when_someone_else_resolved_it_first(
         await pilot.press("y")
         await settle(pilot)
         result = text_of(form.query_one("#result"))
-        assert "Stale: the callback was resolved by someone else first (job 7 is now failed)" in result
+        assert (
+            "Stale: the callback was resolved by someone else first (job 7 is now failed)" in result
+        )
         row = await client.get_job(incident.waiting)
-        assert row is not None and row.state is JobState.FAILED and row.output_text is None
+        assert row is not None
+        assert row.state is JobState.FAILED
+        assert row.output_text is None
 
 
 async def test_not_found_for_an_unknown_callback_id(
@@ -104,7 +113,8 @@ async def test_not_found_for_an_unknown_callback_id(
             form.query_one("#result")
         )
         row = await client.get_job(incident.waiting)
-        assert row is not None and row.state is JobState.WAITING_EXTERNAL
+        assert row is not None
+        assert row.state is JobState.WAITING_EXTERNAL
 
 
 async def test_fail_and_retry_a_waiting_job(
@@ -119,13 +129,15 @@ async def test_fail_and_retry_a_waiting_job(
         await pilot.press("y")
         await settle(pilot)
         row = await client.get_job(incident.waiting)
-        assert row is not None and row.state is JobState.AVAILABLE
+        assert row is not None
+        assert row.state is JobState.AVAILABLE
         assert isinstance(app.screen, JobDetailScreen)
         assert app.screen.check_action("fail_callback", ()) is None  # no longer waiting
 
     await client.run_until_idle(["webhooks"])  # parks it again with a new callback
     row = await client.get_job(incident.waiting)
-    assert row is not None and row.state is JobState.WAITING_EXTERNAL
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
     app = build_app(migrated_dsn, schema, initial_job=incident.waiting)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -135,8 +147,10 @@ async def test_fail_and_retry_a_waiting_job(
         await pilot.press(*"provider timeout", "enter")
         await settle(pilot)
         row = await client.get_job(incident.waiting)
-        assert row is not None and row.state is JobState.FAILED
-        assert row.last_error is not None and "provider timeout" in row.last_error
+        assert row is not None
+        assert row.state is JobState.FAILED
+        assert row.last_error is not None
+        assert "provider timeout" in row.last_error
 
 
 async def test_editor_needs_a_terminal(migrated_dsn: str, schema: str, incident: Incident) -> None:

@@ -29,7 +29,9 @@ async def test_compact_output_is_shown_exactly_typed_sized_and_checked(
         await settle(pilot)
         screen = detail(app)
         summary = text_of(screen.query_one("#summary"))
-        assert "completed" in summary and "compact" in summary and "mail" in summary
+        assert "completed" in summary
+        assert "compact" in summary
+        assert "mail" in summary
         panel = text_of(screen.query_one(OutputPanel))
         exact = '{"message_id":"msg-000001","accepted":["user1@example.com"],"provider":"postmark"}'
         assert exact in panel
@@ -46,7 +48,8 @@ async def test_general_path_job_shows_tags_metadata_and_args(
         await settle(pilot)
         screen = detail(app)
         summary = text_of(screen.query_one("#summary"))
-        assert "general" in summary and "upload" in summary
+        assert "general" in summary
+        assert "upload" in summary
         assert '"uploaded_by": "ana"' in text_of(screen.query_one("#metadata"))
         assert '"image_id": 101' in text_of(screen.query_one("#args"))
         assert "Thumbnail" in text_of(screen.query_one(OutputPanel))
@@ -99,7 +102,8 @@ async def test_copy_and_save(
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         row = detail(app).row
-        assert row is not None and row.output_text is not None
+        assert row is not None
+        assert row.output_text is not None
         await pilot.press("y")
         assert app.clipboard == row.output_text
         await pilot.press("ctrl+s")
@@ -142,20 +146,24 @@ async def test_retry_a_failed_job(
         await pilot.press("R")
         await settle(pilot)
         confirm = app.screen
-        assert isinstance(confirm, ConfirmModal) and confirm.title_text == "Retry job 5?"
+        assert isinstance(confirm, ConfirmModal)
+        assert confirm.title_text == "Retry job 5?"
         await pilot.press("n")
         await settle(pilot)
         row = await client.get_job(incident.failed)
-        assert row is not None and row.state is JobState.FAILED  # cancelled: nothing changed
+        assert row is not None
+        assert row.state is JobState.FAILED
         await pilot.press("R")
         await settle(pilot)
         await pilot.press("y")
         await settle(pilot)
         row = await client.get_job(incident.failed)
-        assert row is not None and row.state is JobState.AVAILABLE
+        assert row is not None
+        assert row.state is JobState.AVAILABLE
         assert len(row.errors) == 3  # the history is kept
         screen = detail(app)
-        assert screen.row is not None and screen.row.state is JobState.AVAILABLE
+        assert screen.row is not None
+        assert screen.row.state is JobState.AVAILABLE
 
 
 async def test_cancel_and_delete(
@@ -169,7 +177,8 @@ async def test_cancel_and_delete(
         await pilot.press("y")
         await settle(pilot)
         row = await client.get_job(incident.available)
-        assert row is not None and row.state is JobState.CANCELLED
+        assert row is not None
+        assert row.state is JobState.CANCELLED
         assert row.errors[-1]["error"] == "cancelled by operator"
         await pilot.press("D")
         await settle(pilot)
@@ -191,8 +200,11 @@ async def test_dead_lettered_job_retry_and_purge(
         await pilot.press("R")
         await settle(pilot)
         confirm = app.screen
-        assert isinstance(confirm, ConfirmModal) and confirm.title_text.startswith("Retry from DLQ")
+        assert isinstance(confirm, ConfirmModal)
+        assert confirm.title_text.startswith("Retry from DLQ")
         await pilot.press("y")
         await settle(pilot)
         row = await client.get_job(incident.dead)
-        assert row is not None and row.dlq is None and row.state is JobState.AVAILABLE
+        assert row is not None
+        assert row.dlq is None
+        assert row.state is JobState.AVAILABLE

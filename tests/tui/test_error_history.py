@@ -38,7 +38,8 @@ async def test_entries_newest_first_with_the_kept_output_marked(
         panel = text_of(screen.query_one(OutputPanel))
         assert "Output kept by entry #2" in panel
         assert '{"skipped":2,"updated":80,"failed_skus":["SKU-217"]}' in panel
-        assert "SyncReport" in panel and "52 B of 4,096 B" in panel
+        assert "SyncReport" in panel
+        assert "52 B of 4,096 B" in panel
         await pilot.press("y")
         assert app.clipboard == '{"skipped":2,"updated":80,"failed_skus":["SKU-217"]}'
         await pilot.press("p")
@@ -46,7 +47,9 @@ async def test_entries_newest_first_with_the_kept_output_marked(
         assert '"updated": 80' in text_of(screen.query_one(OutputPanel))  # pretty view
         await pilot.press("j")
         await settle(pilot)
-        assert "a later failed attempt's output replaced it" in text_of(screen.query_one(OutputPanel))
+        assert "a later failed attempt's output replaced it" in text_of(
+            screen.query_one(OutputPanel)
+        )
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, ErrorHistoryScreen)

@@ -35,7 +35,9 @@ async def test_help_lists_the_keys_of_the_current_screen_with_reasons(
         await settle(pilot)
         keys = text_of(app.screen.query_one("#help-keys"))
         assert "Keys: Job browser" in text_of(app.screen)
-        assert "Filter" in keys and "Mark" in keys and "All matching" in keys
+        assert "Filter" in keys
+        assert "Mark" in keys
+        assert "All matching" in keys
 
 
 async def test_the_palette_offers_every_action_that_applies(
@@ -64,7 +66,8 @@ async def test_keyboard_navigation_and_escape(
         assert table.cursor_row == 2
         await pilot.press("enter")
         await settle(pilot)
-        assert isinstance(app.screen, JobDetailScreen) and app.screen.job_id == 10
+        assert isinstance(app.screen, JobDetailScreen)
+        assert app.screen.job_id == 10
         await pilot.press("escape")
         assert isinstance(app.screen, JobsScreen)
         assert table.cursor_row == 2
@@ -82,11 +85,13 @@ async def test_mouse_selects_tabs_and_rows(
         await pilot.click(StateTabs, offset=(column + 1, 0))
         await settle(pilot)
         screen = app.screen
-        assert isinstance(screen, JobsScreen) and screen.query_state.tab == "failed"
+        assert isinstance(screen, JobsScreen)
+        assert screen.query_state.tab == "failed"
         await pilot.click(JobTable, offset=(10, 1))
         await pilot.click(JobTable, offset=(10, 1))
         await settle(pilot)
-        assert isinstance(app.screen, JobDetailScreen) and app.screen.job_id == incident.failed
+        assert isinstance(app.screen, JobDetailScreen)
+        assert app.screen.job_id == incident.failed
 
 
 async def test_start_up_options(migrated_dsn: str, schema: str, incident: Incident) -> None:
@@ -95,7 +100,8 @@ async def test_start_up_options(migrated_dsn: str, schema: str, incident: Incide
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, JobsScreen)
-        assert screen.query_state.tab == "failed" and screen.query_state.kind == "sync_inventory"
+        assert screen.query_state.tab == "failed"
+        assert screen.query_state.kind == "sync_inventory"
         assert [job.id for job in screen.query_one(JobTable).jobs] == [incident.failed]
 
 

@@ -30,7 +30,8 @@ async def test_kinds_list_types_schemas_counts_and_stale_descriptors(
             text_of(table.get_row_at(i)[0]): [text_of(c) for c in table.get_row_at(i)]
             for i in range(table.row_count)
         }
-        assert rows["sync_inventory"][2] == "SyncReport" and rows["sync_inventory"][3] == "✓"
+        assert rows["sync_inventory"][2] == "SyncReport"
+        assert rows["sync_inventory"][3] == "✓"
         assert rows["sync_inventory"][8:10] == ["1", "1"]  # retryable, failed
         assert rows["charge_card"][10] == "1"  # dead-lettered
         assert rows["legacy_export"][-1] == "stale"
@@ -38,7 +39,8 @@ async def test_kinds_list_types_schemas_counts_and_stale_descriptors(
         await pilot.press("j")  # build_report
         await settle(pilot)
         detail = text_of(screen.query_one("#kind-detail"))
-        assert "ReportSummary" in detail and '"pages"' in detail
+        assert "ReportSummary" in detail
+        assert '"pages"' in detail
         await pilot.press("j", "j", "j")  # legacy_export
         await settle(pilot)
         assert "re-published" in text_of(screen.query_one("#kind-descriptor"))
@@ -77,6 +79,8 @@ async def test_dlq_screen_retry_and_purge(
         await pilot.press("R", "y")
         await settle(pilot)
         row = await client.get_job(incident.dead)
-        assert row is not None and row.dlq is None and row.state is JobState.AVAILABLE
+        assert row is not None
+        assert row.dlq is None
+        assert row.state is JobState.AVAILABLE
         assert screen.rows == []
         assert "The dead-letter queue is empty." in text_of(screen.query_one("#dlq-entry"))

@@ -8,7 +8,6 @@ which writes the same screens to ``screenshots/``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from tests.tui.scenarios import SCREENS, SIZE, Screen, prepare
 
@@ -29,12 +28,14 @@ def test_browser(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> N
 
 def test_detail_typed_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Job 4 (resize_image, general path, tag "upload"): the summary grid, and the output panel
-    labelled "type Thumbnail", "size 86 B of 4,096 B", "fits the schema", the stored JSON text
+    labelled "type Thumbnail", "size 79 B of 4,096 B", "fits the schema", the stored JSON text
     highlighted exactly as stored."""
     check(snap_compare, migrated_dsn, schema, SCREENS["detail"])
 
 
-def test_error_history_kept_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+def test_error_history_kept_output(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
     """Job 5's three error entries newest first; #3 is terminal, #2 carries the "kept output"
     marker and is selected, so its SyncReport output is shown below with the note that only
     the latest failed attempt with an output keeps it."""
@@ -75,7 +76,5 @@ def test_read_only_banner(snap_compare: SnapCompare, migrated_dsn: str, schema: 
 
 
 def test_empty_database(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
-    """A migrated schema with no jobs: every tab counts 0 and the status line says 0 jobs."""
+    """A migrated schema with no jobs: every tab counts 0 and the status line says "No jobs"."""
     check(snap_compare, migrated_dsn, schema, SCREENS["empty"])
-
-

@@ -42,8 +42,17 @@ def test_relative_times() -> None:
 
 def row(state: JobState) -> JobRow:
     return JobRow(
-        id=9, kind="k", queue="q", state=state, args={}, priority=2, attempt=1,
-        max_attempts=3, run_lease=1, run_at=NOW, created_at=NOW,
+        id=9,
+        kind="k",
+        queue="q",
+        state=state,
+        args={},
+        priority=2,
+        attempt=1,
+        max_attempts=3,
+        run_lease=1,
+        run_at=NOW,
+        created_at=NOW,
     )
 
 
@@ -58,11 +67,15 @@ def test_action_rules_match_storage() -> None:
 
 
 def test_output_checks() -> None:
-    assert check_output("", None).ok and check_output("null", None).value is None
+    assert check_output("", None).ok
+    assert check_output("null", None).value is None
     ok = check_output('{"b": 1.0, "a": [1, 2]}', None)
-    assert ok.ok and ok.stored_text == '{"b":1.0,"a":[1,2]}' and ok.size == 19
+    assert ok.ok
+    assert ok.stored_text == '{"b":1.0,"a":[1,2]}'
+    assert ok.size == 19
     assert check_output("[", None).reason == "not_json"
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     bad = check_output('{"n": "x"}', schema, "Count")
     assert (bad.ok, bad.reason, bad.path) == (False, "schema", "$.n")
-    assert check_payload("{").ok is False and check_payload("").value is None
+    assert check_payload("{").ok is False
+    assert check_payload("").value is None
