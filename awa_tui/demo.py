@@ -16,7 +16,7 @@ import random
 import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
-from typing import Literal, cast
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -261,14 +261,14 @@ class DemoWorkload:
         self.rng = random.Random(seed_value)
 
     async def start(self) -> Client:
-        client = cast(DemoClient, await DemoClient.connect(self.dsn, self.schema))
+        client = await DemoClient.connect(self.dsn, self.schema)
         register(client)
         await seed(client, self.rng)
         await client.start()
         client.feeder = asyncio.get_running_loop().create_task(feed(client, self.rng))
         if not self.read_only:
             return client
-        console = cast(DemoClient, await DemoClient.connect(self.dsn, self.schema, read_only=True))
+        console = await DemoClient.connect(self.dsn, self.schema, read_only=True)
         console.workload = client  # the console reads through a read-only session
         return console
 

@@ -1,16 +1,17 @@
 """Live checks for the external-completion form: JSON, the output rules, the declared schema.
 
-The same rules as the engine: the text is parsed as JSON (orjson), then ``encode_output``
+The same rules as the engine: the text is parsed as JSON (the standard library's parser, which
+keeps integers exact, so one beyond 64 bits is refused by the engine's rule rather than turned
+into a float), then ``encode_output``
 (size, NUL characters, ...) and the kind's published schema. Messages name reasons and JSON
 positions, never the value.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from awa_tui.errors import output_error_text
 from awa_tui.present import size_text
@@ -39,8 +40,8 @@ def check_output(
             True, None, None, None, None, None, "No output: the job completes without one."
         )
     try:
-        value = orjson.loads(source)
-    except orjson.JSONDecodeError as exc:
+        value = json.loads(source)
+    except json.JSONDecodeError as exc:
         return OutputCheck(
             False,
             None,
@@ -88,8 +89,8 @@ def check_payload(source: str) -> PayloadCheck:
     if not source.strip():
         return PayloadCheck(True, None, "No payload.")
     try:
-        value = orjson.loads(source)
-    except orjson.JSONDecodeError as exc:
+        value = json.loads(source)
+    except json.JSONDecodeError as exc:
         return PayloadCheck(
             False,
             None,

@@ -1,6 +1,6 @@
 """Claim: one statement locks the first lane with work (priority, then queue), reads up to N
-live ready rows from its cursor in lane order (tombstoned ones are passed over), writes one ``claim_batches``
-row and advances the cursor. A plain running job has no mutable per-job row.
+live ready rows from its cursor in lane order (tombstoned ones are passed over), writes one
+``claim_batches`` row and advances the cursor. A plain running job has no mutable per-job row.
 """
 
 from __future__ import annotations

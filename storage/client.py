@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import asyncpg
 import orjson
@@ -106,7 +106,7 @@ class Client(Operations):
         *,
         read_only: bool = False,
         max_connections: int = 10,
-    ) -> Client:
+    ) -> Self:
         """Open a pool on ``schema`` and check that the schema is migrated."""
         pool = await create_pool(dsn, schema, max_size=max_connections, read_only=read_only)
         client = cls(pool, schema, dsn, read_only)
@@ -124,7 +124,7 @@ class Client(Operations):
             raise
         return client
 
-    async def __aenter__(self) -> Client:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -14,9 +14,12 @@ forward into the live slot.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
+
+import asyncpg
 
 from storage import enqueue, transitions
 from storage.db import Conn
@@ -233,7 +236,9 @@ async def run_pass(
         report.rotated, report.pruned = tuple(rotated), tuple(pruned)
         return report
     finally:
-        await conn.fetchval(LEADER_UNLOCK)
+        # A lost connection already released its session lock; only a live one unlocks.
+        with contextlib.suppress(asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError):
+            await conn.fetchval(LEADER_UNLOCK)
 
 
 def _count(status: str) -> int:

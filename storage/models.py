@@ -123,7 +123,13 @@ class StateCounts(BaseModel):
 
     @property
     def total(self) -> int:
+        """Every job, dead-lettered ones included."""
         return sum(self.by_state.values()) + self.dlq
+
+    @property
+    def live(self) -> int:
+        """Jobs outside the DLQ: what ``list_jobs(state=None)`` pages through."""
+        return sum(self.by_state.values())
 
 
 class JobKindDescriptor(BaseModel):

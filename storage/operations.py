@@ -16,7 +16,7 @@ from storage.errors import AwaError, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
 from storage.listing import ListFilter
 from storage.maintenance import MaintenanceSettings, PassReport
-from storage.models import JobKindDescriptor, JobRow, JobState, KindSummary
+from storage.models import JobKindDescriptor, JobRow, JobState, KindSummary, StateCounts
 from storage.output import output_descriptor
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Operations:
                 outputs=await self._probe.present(conn),
             )
 
-    async def counts(self) -> Any:
+    async def counts(self) -> StateCounts:
         async with self.pool.acquire() as conn, translate_errors(self.dsn):
             return await listing.counts(conn)
 

@@ -22,6 +22,10 @@ SELECT (SELECT to_jsonb(d) FROM deferred_jobs d WHERE d.job_id = $1) AS deferred
        r.job_id, r.kind, r.queue, r.args, r.priority, r.attempt, r.run_lease, r.max_attempts,
        r.lane_seq, r.run_at, r.attempted_at, r.created_at, r.unique_key, r.payload,
        l.claim_seq,
+       (SELECT cb.claimed_at FROM claim_batches cb
+         WHERE cb.queue = r.queue AND cb.priority = r.priority
+           AND cb.lane_hi >= r.lane_seq AND cb.lane_lo <= r.lane_seq
+         ORDER BY cb.lane_hi LIMIT 1) AS claimed_at,
        EXISTS (SELECT 1 FROM ready_tombstones t
                 WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease) AS tombstoned,
        done.state AS done_state, done.attempt AS done_attempt,
@@ -119,7 +123,7 @@ async def get_job(conn: Conn, job_id: int, *, outputs: bool) -> JobRow | None:
         if head["done_has"]:
             output = await conn.fetchval(DONE_OUTPUT, job_id, head["run_lease"])
         return _job_row(
-            base | {"attempt": head["done_attempt"]},
+            base | {"attempt": head["done_attempt"], "attempted_at": head["claimed_at"]},
             state=JobState(head["done_state"]),
             finalized_at=head["done_at"],
             payload=head["done_payload"] if head["done_payload"] is not None else head["payload"],
@@ -153,7 +157,7 @@ async def _claimed(conn: Conn, base: dict[str, Any], outputs: bool) -> JobRow | 
             return None
         compact = row["compact"]
         return _job_row(
-            base | {"attempt": compact["attempt"]},
+            base | {"attempt": compact["attempt"], "attempted_at": base["claimed_at"]},
             state=JobState.COMPLETED,
             finalized_at=compact["finalized_at"],
             payload=None,

@@ -14,6 +14,7 @@ from storage import claim, executor
 from storage.batcher import RETRYABLE
 from storage.claim import ClaimedJob
 from storage.descriptors import SYNC_INTERVAL_SECONDS
+from storage.errors import ConnectionFailed
 from storage.finalize import AttemptRef
 from storage.job import Job
 from storage.listing import OPEN_ATTEMPTS
@@ -179,11 +180,11 @@ class Runtime:
             await self.heartbeat_now()
             try:
                 await self.client.ensure_listener()
-            except RETRYABLE as exc:
-                log.warning("listener not re-established (%s)", type(exc).__name__)
-            if asyncio.get_running_loop().time() - synced >= SYNC_INTERVAL_SECONDS:
-                synced = asyncio.get_running_loop().time()
-                await self.client.sync_descriptors()
+                if asyncio.get_running_loop().time() - synced >= SYNC_INTERVAL_SECONDS:
+                    synced = asyncio.get_running_loop().time()
+                    await self.client.sync_descriptors()
+            except (*RETRYABLE, ConnectionFailed) as exc:
+                log.warning("listener or descriptor sync failed (%s)", type(exc).__name__)
 
     async def _maintain(self, interval: float) -> None:
         """Periodic maintenance passes; only the leader of each pass does the work."""
@@ -192,7 +193,7 @@ class Runtime:
                 report = await self.client.run_maintenance(self.maintenance)
                 if report.promoted:
                     self._wake.set()
-            except RETRYABLE as exc:
+            except (*RETRYABLE, ConnectionFailed) as exc:
                 log.warning("maintenance pass failed (%s)", type(exc).__name__)
             await asyncio.sleep(interval)
 

@@ -45,7 +45,7 @@ class StateTabs(Static):
         if counts is None:
             return None
         if tab == "all":  # dead-lettered jobs have their own tab
-            return counts.total - counts.dlq
+            return counts.live
         if tab == "dlq":
             return counts.dlq
         return counts.by_state.get(JobState(tab), 0)

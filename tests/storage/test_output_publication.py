@@ -392,12 +392,14 @@ async def test_rescue_entry_leaves_the_earlier_kept_output_in_place(
     assert claimed.job_id == job.id
     await client.run_maintenance(MaintenanceSettings(heartbeat_stale_seconds=0))
     row = await client.get_job(job.id)
-    assert row is not None and row.state is JobState.RETRYABLE
+    assert row is not None
+    assert row.state is JobState.RETRYABLE
     assert [e["error"] for e in row.errors] == [
         "RuntimeError: boom",
         "heartbeat stale: worker presumed dead",
     ]
-    assert row.kept_output_position() == 0 and row.errors[0]["output"] == {"first": "attempt"}
+    assert row.kept_output_position() == 0
+    assert row.errors[0]["output"] == {"first": "attempt"}
 
 
 async def test_kept_output_survives_the_dlq_and_a_later_failure_replaces_it(
@@ -413,11 +415,14 @@ async def test_kept_output_survives_the_dlq_and_a_later_failure_replaces_it(
     job = await client.insert(Work(), max_attempts=1)
     await work_one(client)
     dead = await client.get_job(job.id)
-    assert dead is not None and dead.dlq is not None
+    assert dead is not None
+    assert dead.dlq is not None
     assert dead.errors[-1]["output"] == {"run": 1}
     await client.retry_dlq(job.id)
     await work_one(client)
     again = await client.get_job(job.id)
-    assert again is not None and again.dlq is not None and len(again.errors) == 2
+    assert again is not None
+    assert again.dlq is not None
+    assert len(again.errors) == 2
     assert [("output" in e) for e in again.errors] == [False, True]
     assert again.errors[1]["output"] == {"run": 2}

@@ -79,3 +79,12 @@ def test_output_checks() -> None:
     assert (bad.ok, bad.reason, bad.path) == (False, "schema", "$.n")
     assert check_payload("{").ok is False
     assert check_payload("").value is None
+
+
+def test_form_refuses_integers_beyond_64_bits_instead_of_rounding_them() -> None:
+    from awa_tui.validation import check_output
+
+    verdict = check_output('{"n": 123456789012345678901234567890}', None)
+    assert not verdict.ok
+    assert verdict.reason == "invalid"
+    assert verdict.path == "$.n"
