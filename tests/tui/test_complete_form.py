@@ -51,7 +51,7 @@ async def test_live_validation_names_reason_path_and_size(
         check = await type_output(pilot, form, '{"status": "paid",,}')
         assert check == (
             "✗ not_json: not valid JSON at line 1, column 19: "
-            "unexpected character, expected a string key"
+            "Expecting property name enclosed in double quotes"
         )
         check = await type_output(
             pilot, form, '{"status": "paid", "reference": "a\\u0000b", "amount_cents": 1}'
