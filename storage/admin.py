@@ -175,7 +175,7 @@ async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> s
     if claim_id is None:
         return "INSERT 0 0"
     ref = AttemptRef(row.id, row.run_lease, claim_id)
-    await finalize.lock_claims(conn, [claim_id])
+    await finalize.lock_attempt(conn, ref)
     if await finalize.close_if_open(conn, ref, "cancelled_admin") is None:
         return "INSERT 0 0"
     await finalize.write_done(

@@ -123,7 +123,7 @@ async def register(conn: Conn, ref: AttemptRef, timeout_seconds: float) -> str |
     """Materialize the attempt's state with a fresh callback id; None when the attempt is closed."""
     callback_id = str(uuid.uuid4())
     async with conn.transaction():
-        await finalize.lock_claims(conn, [ref.claim_id])
+        await finalize.lock_attempt(conn, ref)
         value: str | None = await conn.fetchval(
             REGISTER, ref.job_id, ref.run_lease, ref.claim_id, callback_id, timeout_seconds
         )
@@ -134,7 +134,9 @@ async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -
     """Inside a transaction: find and lock the callback's attempt, or raise."""
     row = await conn.fetchrow(LOOKUP, callback_id)
     if row is not None and not row["callback_resolved"]:
-        await finalize.lock_claims(conn, [row["claim_id"]])
+        await finalize.lock_attempt(
+            conn, AttemptRef(row["job_id"], row["run_lease"], row["claim_id"])
+        )
         row = await conn.fetchrow(LOOKUP, callback_id)  # as of now that the attempt is locked
     if row is None or row["callback_resolved"]:
         raise CallbackNotFound(

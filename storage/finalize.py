@@ -24,7 +24,13 @@ from storage.payload import Payload
 
 MAX_BATCH_OUTPUT_BYTES = 64 * 1024
 
+# Locks, transaction-scoped, in the bigint advisory key space: a claim batch is keyed by its
+# claim_id, an attempt by minus its job_id, so the two never collide. A compact flush takes
+# its claim batches exclusively (ascending); a single-attempt transition takes its claim batch
+# shared and then its job exclusively. Transitions of different jobs of one claim batch run in
+# parallel, and any of them excludes a flush of that batch.
 LOCK_CLAIMS = "SELECT pg_advisory_xact_lock(c) FROM unnest($1::bigint[]) AS c ORDER BY c"
+LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
 
 # Compact completion: one receipt_completion_batches row per (claim batch, part) and no
 # per-job row. Outputs are aggregated in the same order as job_ids, so a job that drops out
@@ -34,11 +40,13 @@ WITH req AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::int[],
                          $6::int[], $7::json[])
         AS r(job_id, run_lease, claim_id, lane_seq, attempt, part, output)
-), claimed AS (
+-- MATERIALIZED: inlined, the planner re-ran these unnests once per request row, which made
+-- a flush quadratic in its claim batch (120 ms for 512 jobs instead of 18 ms).
+), claimed AS MATERIALIZED (
     SELECT cb.claim_id, u.job_id, u.run_lease, cb.queue, cb.priority, cb.lane_lo, cb.lane_hi
       FROM claim_batches cb, unnest(cb.job_ids, cb.run_leases) AS u(job_id, run_lease)
      WHERE cb.claim_id = ANY($8::bigint[])
-), done_before AS (
+), done_before AS MATERIALIZED (
     SELECT b.claim_id, u.job_id
       FROM receipt_completion_batches b, unnest(b.job_ids) AS u(job_id)
      WHERE b.claim_id = ANY($8::bigint[])
@@ -171,8 +179,13 @@ class CompactCompletion:
 
 
 async def lock_claims(conn: Conn, claim_ids: Iterable[int]) -> None:
-    """Serialize racing finalizers: claim-batch advisory locks, always in ascending order."""
+    """A compact flush's locks: its claim batches, exclusively, in ascending order."""
     await conn.execute(LOCK_CLAIMS, sorted(set(claim_ids)))
+
+
+async def lock_attempt(conn: Conn, ref: AttemptRef) -> None:
+    """A single attempt's lock: its claim batch shared, then its job exclusively."""
+    await conn.execute(LOCK_ATTEMPT, ref.claim_id, ref.job_id)
 
 
 def split_parts(items: list[CompactCompletion]) -> list[int]:

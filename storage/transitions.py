@@ -100,7 +100,7 @@ async def complete_general(
         )
     try:
         async with conn.transaction():
-            await finalize.lock_claims(conn, [record.ref.claim_id])
+            await finalize.lock_attempt(conn, record.ref)
             opened = await finalize.close_if_open(conn, record.ref, closure)
             if opened is None:
                 raise _Stale
@@ -142,7 +142,7 @@ async def fail(
         message = f"{message} (max attempts {record.max_attempts} exhausted)"
     try:
         async with conn.transaction():
-            await finalize.lock_claims(conn, [record.ref.claim_id])
+            await finalize.lock_attempt(conn, record.ref)
             outcome = closure or ("retried" if retrying else failure.value)
             opened = await finalize.close_if_open(conn, record.ref, outcome)
             if opened is None:
@@ -244,7 +244,7 @@ async def snooze(
     """Give the attempt back and run again later; no error entry, the output is discarded."""
     try:
         async with conn.transaction():
-            await finalize.lock_claims(conn, [record.ref.claim_id])
+            await finalize.lock_attempt(conn, record.ref)
             opened = await finalize.close_if_open(conn, record.ref, closure)
             if opened is None:
                 raise _Stale
@@ -266,7 +266,7 @@ async def snooze(
 async def park(conn: Conn, record: AttemptRecord, callback_id: str) -> Ended | None:
     """WaitForCallback: mark the attempt waiting. None means no such callback was registered."""
     async with conn.transaction():
-        await finalize.lock_claims(conn, [record.ref.claim_id])
+        await finalize.lock_attempt(conn, record.ref)
         parked = await conn.fetchval(PARK, record.ref.job_id, record.ref.run_lease)
     if parked == callback_id:
         return Ended(Outcome.WRITTEN, JobState.WAITING_EXTERNAL)
