@@ -89,7 +89,8 @@ _OUTPUTS = {
 }
 COMPLETE_COMPACT_SQL = {flag: COMPLETE_COMPACT % parts for flag, parts in _OUTPUTS.items()}
 
-# The general guard: close the attempt if it is still open, and hand back its ready row.
+# The general guard: close the attempt if it is still open, drop its attempt state, and hand
+# back its ready row with the last flushed progress.
 CLOSE_IF_OPEN = """
 WITH open AS (
     SELECT r.* FROM ready_entries r
@@ -106,9 +107,12 @@ WITH open AS (
     SELECT (SELECT current_slot FROM ring_state WHERE ring = 'claim'), job_id, run_lease, $3, $4,
            now()
       FROM open
+), dropped AS (
+    DELETE FROM attempt_state s
+     WHERE s.job_id = $1 AND s.run_lease = $2 AND EXISTS (SELECT 1 FROM open)
+    RETURNING s.progress
 )
-SELECT open.*, (SELECT progress FROM attempt_state s WHERE s.job_id = $1 AND s.run_lease = $2)
-       AS stored_progress,
+SELECT open.*, (SELECT progress FROM dropped) AS stored_progress,
        COALESCE((SELECT dlq_enabled FROM queue_settings q WHERE q.queue = open.queue), false)
        AS dlq_enabled
   FROM open
@@ -119,7 +123,6 @@ CLOSED_WITH = """
 SELECT outcome FROM attempt_closures WHERE job_id = $1 AND run_lease = $2 AND claim_id = $3
 """
 
-DROP_ATTEMPT_STATE = "DELETE FROM attempt_state WHERE job_id = $1 AND run_lease = $2"
 DROP_ATTEMPT_STATES = """
 DELETE FROM attempt_state s USING unnest($1::bigint[], $2::bigint[]) AS u(job_id, run_lease)
  WHERE s.job_id = u.job_id AND s.run_lease = u.run_lease
@@ -258,10 +261,7 @@ class OpenAttempt:
 async def close_if_open(conn: Conn, ref: AttemptRef, outcome: str) -> OpenAttempt | None:
     """Within a transaction holding ``ref``'s lock: write the closure, or None when stale."""
     row = await conn.fetchrow(CLOSE_IF_OPEN, ref.job_id, ref.run_lease, ref.claim_id, outcome)
-    if row is None:
-        return None
-    await conn.execute(DROP_ATTEMPT_STATE, ref.job_id, ref.run_lease)
-    return OpenAttempt(row)
+    return None if row is None else OpenAttempt(row)
 
 
 async def closed_with(conn: Conn, ref: AttemptRef) -> str | None:
