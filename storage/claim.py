@@ -23,15 +23,20 @@ WITH lane AS (
       FROM lane
       JOIN ready_entries r
         ON r.queue = lane.queue AND r.priority = lane.priority AND r.lane_seq >= lane.claim_seq
+       -- Lane sequences are dense, so the next N rows lie in this window (plus room for up to
+       -- 64 cancelled ones). Bounding it keeps the scan short whatever the planner guesses
+       -- about the lane's backlog (unbounded, it sorted the whole backlog: 160 ms at 20k jobs).
+       AND r.lane_seq < lane.claim_seq + $2 + 64
      WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
                         WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
      ORDER BY r.lane_seq
      LIMIT $2
 ), advanced AS (
     -- The lane row is locked, so every sequence below next_seq has committed: with no live
-    -- row left, the cursor moves past the cancelled ones to next_seq.
+    -- row in the window, the cursor moves past the cancelled ones to the window's end.
     UPDATE queue_lanes l
-       SET claim_seq = COALESCE((SELECT max(lane_seq) + 1 FROM scanned), l.next_seq)
+       SET claim_seq = COALESCE((SELECT max(lane_seq) + 1 FROM scanned),
+                                LEAST(l.next_seq, lane.claim_seq + $2 + 64))
       FROM lane
      WHERE l.queue = lane.queue AND l.priority = lane.priority
     RETURNING 1
