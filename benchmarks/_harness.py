@@ -616,6 +616,9 @@ def _host_info() -> dict[str, object]:
         "python": sys.version.split()[0],
         "asyncpg": asyncpg.__version__,
     }
+    with contextlib.suppress(OSError, AttributeError):
+        # Other work on the host skews timings; record how busy it was when measured.
+        info["load_average_1_5_15m"] = [round(v, 2) for v in os.getloadavg()]
     try:
         psutil = importlib.import_module("psutil")  # untyped; ships with pgserver
         info["physical_cores"] = psutil.cpu_count(logical=False)
@@ -625,15 +628,39 @@ def _host_info() -> dict[str, object]:
     return info
 
 
+def _source_info() -> dict[str, object]:
+    """The git commit measured, and whether the engine's files differ from it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        )
+        return done.stdout.strip()
+
+    try:
+        return {
+            "commit": git("rev-parse", "--short", "HEAD"),
+            "engine_modified_since_commit": bool(
+                git("status", "--porcelain", "--", "storage", "migrations")
+            ),
+        }
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown (not a git checkout)"}
+
+
 async def machine_info(conn: Connection | None = None) -> dict[str, object]:
     """Describe the host and, given a connection, the server.
 
     Returns a JSON-ready mapping with ``host`` (cores, CPU model, platform, Python and
-    asyncpg versions, memory) and, with ``conn``, ``postgres`` (``server_version``,
+    asyncpg versions, memory, load average), ``source`` (git commit measured) and, with
+    ``conn``, ``postgres`` (``server_version``,
     ``version()`` and the durability/WAL settings such as ``fsync``,
     ``synchronous_commit``, ``wal_level``, ``full_page_writes``).
     """
-    info: dict[str, object] = {"host": _host_info()}
+    info: dict[str, object] = {"host": _host_info(), "source": _source_info()}
     if conn is not None:
         rows = await conn.fetch(
             "SELECT name, current_setting(name) AS value FROM pg_settings"

@@ -114,7 +114,7 @@ CASES: tuple[Case, ...] = (
     Case("small100", "100 B output, every job", SMALL),
     Case("num4k", "4 KiB numeric array, every job", NUMERIC),
     Case("obj4k", "4 KiB many-key object, every job", MANY_KEYS),
-    Case("general", "(extra) general path via tags, no output", None, general=True, job_divisor=10),
+    Case("general", "(extra) general path via tags, no output", None, general=True, job_divisor=20),
 )
 
 REFERENCE: tuple[tuple[str, str, str, str], ...] = (
@@ -140,6 +140,7 @@ class RunSample:
     claim_batches: int
     outputs_stored: int
     autovacuum_runs: int
+    cpu_seconds: float
     timer: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
@@ -157,6 +158,10 @@ class RunSample:
     @property
     def wal_per_job(self) -> float:
         return self.wal_total / self.jobs
+
+    @property
+    def cpu_us_per_job(self) -> float:
+        return 1e6 * self.cpu_seconds / self.jobs
 
     @property
     def wal_run_per_job(self) -> float:
@@ -179,6 +184,7 @@ class RunSample:
             "claim_batches": self.claim_batches,
             "outputs_stored": self.outputs_stored,
             "autovacuum_runs_in_window": self.autovacuum_runs,
+            "client_cpu_seconds": self.cpu_seconds,
             "statement_timer": self.timer,
         }
 
@@ -230,6 +236,7 @@ async def run_once(
         await checkpoint(conn)
         vacuums = await autovacuum_count(conn, schema)
         start_lsn = await wal_lsn(conn)
+        cpu_started = time.process_time()
         started = time.perf_counter()
         await insert_all(client, args, **options)
         inserted = time.perf_counter()
@@ -238,6 +245,7 @@ async def run_once(
         with statement_timer() as timer:
             await client.run_until_idle(**config.runtime_options(concurrency))
         finished = time.perf_counter()
+        cpu_seconds = time.process_time() - cpu_started
         wal_total = await wal_bytes_since(conn, start_lsn)
         vacuums = await autovacuum_count(conn, schema) - vacuums
         totals = await completion_totals(conn, schema)
@@ -261,6 +269,7 @@ async def run_once(
             claim_batches=totals.claim_batches,
             outputs_stored=totals.compact_outputs,
             autovacuum_runs=vacuums,
+            cpu_seconds=cpu_seconds,
             timer=timer.as_dict(),
         )
     finally:
@@ -290,30 +299,48 @@ async def spot_check(
 # Diagnosis: the completion statement against claim size
 # --------------------------------------------------------------------------------------
 
-MATERIALIZE_FROM = "claimed AS ("
-MATERIALIZE_TO = "claimed AS MATERIALIZED ("
+INLINED = "claimed AS ("
+MATERIALIZED = "claimed AS MATERIALIZED ("
 
 
 @dataclass(slots=True)
 class StatementSample:
     size: int
     shipped_ms: list[float]
-    materialized_ms: list[float]
+    variant_ms: list[float]
 
 
-async def diagnose(dsn: str, conn: Connection, plan: Plan) -> list[StatementSample]:
+def statement_variant(shipped: str) -> tuple[str, str] | None:
+    """The other form of the statement's ``claimed`` CTE: (label, SQL), or None if absent.
+
+    Inlined, the planner joined the request rows to ``claimed`` as a nested loop that re-ran
+    ``unnest(cb.job_ids, cb.run_leases)`` once per request row (quadratic in the claim
+    batch); MATERIALIZED, it is unnested once and hash-joined.
+    """
+    if MATERIALIZED in shipped:
+        inlined = shipped.replace(MATERIALIZED, INLINED, 1).replace(
+            "done_before AS MATERIALIZED (", "done_before AS (", 1
+        )
+        return "CTEs inlined (earlier form)", inlined
+    if INLINED in shipped:
+        return "claimed CTE MATERIALIZED", shipped.replace(INLINED, MATERIALIZED, 1)
+    return None
+
+
+async def diagnose(dsn: str, conn: Connection, plan: Plan) -> tuple[str, list[StatementSample]]:
     """Time the compact-completion statement for one claim batch of each size.
 
     Each size gets a fresh schema with one claim batch of ``size`` jobs. The statement runs
     inside a transaction that is rolled back, alternating the SQL as shipped in
-    ``storage.finalize`` with the same text where the ``claimed`` CTE is MATERIALIZED, so
-    both see identical tables. Benchmark-side only: nothing in ``storage`` changes.
+    ``storage.finalize`` with its other form (see :func:`statement_variant`), so both see
+    identical tables. Benchmark-side only: nothing in ``storage`` changes.
     """
     shipped = finalize.COMPLETE_COMPACT_SQL[True]
-    if MATERIALIZE_FROM not in shipped:
-        log("diagnosis skipped: the completion statement no longer has the 'claimed' CTE")
-        return []
-    variant = shipped.replace(MATERIALIZE_FROM, MATERIALIZE_TO, 1)
+    found = statement_variant(shipped)
+    if found is None:
+        log("diagnosis skipped: the completion statement has no 'claimed' CTE any more")
+        return "", []
+    label, variant = found
     out: list[StatementSample] = []
     for size in plan.diagnose_sizes:
         schema = await new_queue_schema(conn, "bench_diag")
@@ -354,7 +381,7 @@ async def diagnose(dsn: str, conn: Connection, plan: Plan) -> list[StatementSamp
                 for repeat in range(plan.diagnose_repeats + 1):  # the first warms up
                     for sql, bucket in (
                         (shipped, sample.shipped_ms),
-                        (variant, sample.materialized_ms),
+                        (variant, sample.variant_ms),
                     ):
                         tx = pconn.transaction()
                         await tx.start()
@@ -374,22 +401,22 @@ async def diagnose(dsn: str, conn: Connection, plan: Plan) -> list[StatementSamp
         finally:
             await client.close()
             await drop_queue_schema(conn, schema)
-    return out
+    return label, out
 
 
-def diagnose_table(samples: Sequence[StatementSample]) -> Table:
+def diagnose_table(label: str, samples: Sequence[StatementSample]) -> Table:
     rows = []
     for s in samples:
         shipped = Stat.of(s.shipped_ms)
-        mat = Stat.of(s.materialized_ms)
-        ratio = Stat.paired_ratio(s.shipped_ms, s.materialized_ms)
+        variant = Stat.of(s.variant_ms)
+        ratio = Stat.paired_ratio(s.variant_ms, s.shipped_ms)
         rows.append(
             (
                 f"{s.size}",
                 shipped.fmt(".1f"),
                 f"{shipped.median * 1000 / s.size:.1f}",
-                mat.fmt(".1f"),
-                f"{mat.median * 1000 / s.size:.1f}",
+                variant.fmt(".1f"),
+                f"{variant.median * 1000 / s.size:.1f}",
                 ratio.fmt(".1f"),
             )
         )
@@ -399,16 +426,17 @@ def diagnose_table(samples: Sequence[StatementSample]) -> Table:
             "jobs in claim batch",
             "as shipped ms",
             "µs/job",
-            "claimed CTE MATERIALIZED ms",
+            f"{label} ms",
             "µs/job",
-            "shipped ÷ materialized",
+            "variant ÷ shipped",
         ),
         tuple(rows),
         caption=(
             "storage/finalize.py COMPLETE_COMPACT, timed alone inside a rolled-back "
-            "transaction. As shipped, the planner joins the request rows to the inlined "
-            "'claimed' CTE as a nested loop that re-runs unnest(cb.job_ids, cb.run_leases) "
-            "once per request row: cost grows with the square of the claim batch."
+            "transaction, as shipped and in its other form. With the 'claimed' CTE inlined "
+            "the planner joins the request rows to it as a nested loop that re-runs "
+            "unnest(cb.job_ids, cb.run_leases) once per request row, so the cost grows with "
+            "the square of the claim batch; materialized, it stays linear."
         ),
     )
 
@@ -541,6 +569,8 @@ class Summary:
     run_ratio: Stat
     wal_delta: Stat
     wal_ratio: Stat
+    cpu_us: Stat
+    cpu_delta: Stat
     jobs_per_batch_row: float
     jobs_per_claim: float
     claim_ms_per_1k: float
@@ -571,7 +601,9 @@ class Summary:
                 "run_jobs_per_s_ratio": self.run_ratio,
                 "wal_delta_bytes_per_job": self.wal_delta,
                 "wal_ratio": self.wal_ratio,
+                "client_cpu_us_delta_per_job": self.cpu_delta,
             },
+            "client_cpu_us_per_job": self.cpu_us,
             "jobs_per_batch_row": self.jobs_per_batch_row,
             "jobs_per_claim_batch": self.jobs_per_claim,
             "claim_awaited_ms_per_1k_jobs": self.claim_ms_per_1k,
@@ -610,6 +642,10 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
                     run_ratio=Stat.paired_ratio(run_jobs, [s.run_jobs_per_s for s in base]),
                     wal_delta=Stat.paired_diff(wal, [s.wal_per_job for s in base]),
                     wal_ratio=Stat.paired_ratio(wal, [s.wal_per_job for s in base]),
+                    cpu_us=Stat.of(s.cpu_us_per_job for s in runs),
+                    cpu_delta=Stat.paired_diff(
+                        [s.cpu_us_per_job for s in runs], [s.cpu_us_per_job for s in base]
+                    ),
                     jobs_per_batch_row=total_jobs / max(1, sum(s.batch_rows for s in runs)),
                     jobs_per_claim=total_jobs / sum(s.claim_batches for s in runs),
                     claim_ms_per_1k=1e6
@@ -623,7 +659,11 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
                     )
                     / total_jobs,
                     lock_ms_per_1k=1e6
-                    * sum(s.timer["lock_claims"]["seconds"] for s in runs)
+                    * sum(
+                        s.timer["lock_claims"]["seconds"]
+                        + s.timer.get("lock_attempt", {}).get("seconds", 0.0)
+                        for s in runs
+                    )
                     / total_jobs,
                     autovacuum_runs=sum(s.autovacuum_runs for s in runs),
                 )
@@ -674,7 +714,9 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
             s.wal_insert_per_job.fmt(spread=False),
             s.wal_delta.fmt(signed=True),
             s.wal_ratio.fmt(".2f"),
-            f"{s.jobs_per_batch_row:,.1f}",
+            s.cpu_us.fmt(spread=False),
+            s.cpu_delta.fmt(signed=True, spread=False),
+            "—" if s.case.general else f"{s.jobs_per_batch_row:,.1f}",
             f"{s.jobs_per_claim:,.1f}",
             f"{s.claim_ms_per_1k:,.0f}",
             f"{s.complete_ms_per_1k:,.0f}",
@@ -691,20 +733,24 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
             "of which inserts",
             "Δ WAL vs none",
             "WAL x none",
+            "client CPU µs/job",
+            "Δ CPU vs none",
             "jobs / batch row",
             "jobs / claim",
             "claim ms per 1k jobs",
             "completion ms per 1k jobs",
-            "of which claim-lock wait",
+            "of which lock wait",
         ),
         tuple(rows),
         caption=(
             "WAL: pg_current_wal_insert_lsn() diff around inserts + run, after CHECKPOINT, "
-            "sole writer. Claim/completion ms: wall time the runtime spent awaiting "
+            "sole writer. Client CPU: process_time of the benchmark process (inserts, runtime, "
+            "handlers) per job, less sensitive to other load on the host than wall time. "
+            "Claim/completion ms: wall time the runtime spent awaiting "
             "storage.claim.claim_batch and the completion (finalize.complete_compact, or "
             "transitions.complete_general on the general path), summed over calls that may "
-            "overlap; claim-lock wait: time in finalize.lock_claims (pg_advisory_xact_lock on "
-            "the claim batch) inside those."
+            "overlap; lock wait: time in finalize.lock_claims / lock_attempt (the transitions' "
+            "advisory locks) inside those."
         ),
     )
 
@@ -819,7 +865,9 @@ async def amain(args: Any) -> int:
                 for c in CASES
             }
             samples = await measure(dsn, conn, plan, config, values)
-            statement = [] if args.no_diagnose else await diagnose(dsn, conn, plan)
+            variant_label, statement = (
+                ("", []) if args.no_diagnose else await diagnose(dsn, conn, plan)
+            )
             encoding = [] if args.no_diagnose else encode_costs(values, plan.diagnose_repeats)
         finally:
             await conn.close()
@@ -828,7 +876,7 @@ async def amain(args: Any) -> int:
     if encoding:
         tables.append(encode_table(encoding, summaries))
     if statement:
-        tables.append(diagnose_table(statement))
+        tables.append(diagnose_table(variant_label, statement))
     tables.append(reference_table())
     for table in tables:
         print_table(table)
@@ -869,7 +917,8 @@ async def amain(args: Any) -> int:
                 {
                     "size": s.size,
                     "shipped_ms": Stat.of(s.shipped_ms),
-                    "materialized_ms": Stat.of(s.materialized_ms),
+                    "variant": variant_label,
+                    "variant_ms": Stat.of(s.variant_ms),
                 }
                 for s in statement
             ],

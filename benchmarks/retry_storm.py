@@ -69,6 +69,7 @@ OUTPUT_BYTES = 1_024
 TIMED = (
     "transitions.fail",
     "finalize.lock_claims",
+    "finalize.lock_attempt",
     "finalize.close_if_open",
     "finalize.write_deferred",
     "finalize.write_done",
@@ -83,8 +84,8 @@ class Plan:
     attempts: tuple[int, ...]
 
 
-FULL = Plan(rounds=3, jobs=400, attempts=(5, 25))
-QUICK = Plan(rounds=2, jobs=100, attempts=(5, 25))
+FULL = Plan(rounds=3, jobs=200, attempts=(5, 25))
+QUICK = Plan(rounds=3, jobs=50, attempts=(5, 25))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,7 @@ class RunSample:
     seconds: float
     wal: int
     retained: int
+    retained_vacuumed: int
     retained_by_table: dict[str, int]
     payload_bytes: int
     timer: dict[str, dict[str, float]]
@@ -142,6 +144,10 @@ class RunSample:
     def payload_per_job(self) -> float:
         return self.payload_bytes / self.jobs
 
+    @property
+    def vacuumed_per_job(self) -> float:
+        return self.retained_vacuumed / self.jobs
+
     def as_dict(self) -> dict[str, object]:
         return {
             "case": self.case.key,
@@ -153,10 +159,26 @@ class RunSample:
             "attempts_per_s": self.attempts_run / self.seconds,
             "wal_bytes": self.wal,
             "retained_bytes": self.retained,
+            "retained_bytes_after_vacuum": self.retained_vacuumed,
             "retained_by_table": self.retained_by_table,
             "payload_bytes": self.payload_bytes,
             "call_timer": self.timer,
         }
+
+
+MAIN_FORK_BYTES = """
+SELECT coalesce(sum(pg_relation_size(c.oid, 'main') + pg_indexes_size(c.oid)
+                    + coalesce(pg_relation_size(nullif(c.reltoastrelid, 0), 'main')
+                               + pg_indexes_size(nullif(c.reltoastrelid, 0)), 0)), 0)::bigint
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = $1 AND c.relkind = 'r'
+"""
+"""Heap, TOAST and index data of every table (partitions included), without the free-space
+and visibility maps that VACUUM creates (a fixed cost per relation, not per job)."""
+
+
+async def main_fork_bytes(conn: Connection, schema: str) -> int:
+    return int(await conn.fetchval(MAIN_FORK_BYTES, schema))
 
 
 async def payload_bytes(conn: Connection, schema: str) -> int:
@@ -194,6 +216,7 @@ async def run_once(
         tables = await schema_tables(conn, schema)
         await checkpoint(conn)
         empty = await table_sizes(conn, schema, tables)
+        empty_main = await main_fork_bytes(conn, schema)
         start_lsn = await wal_lsn(conn)
         started = time.perf_counter()
         await insert_all(client, [Noop(i) for i in range(jobs)], max_attempts=case.attempts)
@@ -220,6 +243,9 @@ async def run_once(
         by_table = {t: after[t] - empty[t] for t in tables}
         retained = sum(by_table.values())
         payload = await payload_bytes(conn, schema)
+        for table in tables:  # outside the WAL window: what stays once dead rows are gone
+            await conn.execute(f"VACUUM {s}.{ident(table)}")
+        retained_vacuumed = await main_fork_bytes(conn, schema) - empty_main
         totals = await completion_totals(conn, schema)
         if totals.done_failed != jobs or totals.deferred or totals.completed:
             raise AssertionError(f"{case.key}: expected {jobs} failed jobs, got {totals}")
@@ -236,6 +262,7 @@ async def run_once(
             seconds=seconds,
             wal=wal,
             retained=retained,
+            retained_vacuumed=retained_vacuumed,
             retained_by_table={k: v for k, v in by_table.items() if v},
             payload_bytes=payload,
             timer=timer.as_dict(),
@@ -284,6 +311,7 @@ class Summary:
     case: Case
     wal_per_job: Stat
     retained_per_job: Stat
+    vacuumed_per_job: Stat
     payload_per_job: Stat
     attempts_per_s: Stat
     wal_delta: Stat | None
@@ -304,6 +332,7 @@ class Summary:
             "wal_bytes_per_attempt": self.per_attempt(self.wal_per_job),
             "retained_bytes_per_job": self.retained_per_job,
             "retained_bytes_per_attempt": self.per_attempt(self.retained_per_job),
+            "retained_bytes_per_job_after_vacuum": self.vacuumed_per_job,
             "payload_bytes_per_job": self.payload_per_job,
             "payload_bytes_per_attempt": self.per_attempt(self.payload_per_job),
             "attempts_per_s": self.attempts_per_s,
@@ -337,6 +366,7 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
                     case=case,
                     wal_per_job=Stat.of(r.wal_per_job for r in runs),
                     retained_per_job=Stat.of(r.retained_per_job for r in runs),
+                    vacuumed_per_job=Stat.of(r.vacuumed_per_job for r in runs),
                     payload_per_job=Stat.of(r.payload_per_job for r in runs),
                     attempts_per_s=Stat.of(r.attempts_run / r.seconds for r in runs),
                     wal_delta=Stat.paired_diff(
@@ -370,6 +400,8 @@ def main_table(summaries: Sequence[Summary], plan: Plan) -> Table:
                 s.per_attempt(s.wal_per_job).fmt(spread=False),
                 s.retained_per_job.fmt(),
                 s.per_attempt(s.retained_per_job).fmt(spread=False),
+                s.vacuumed_per_job.fmt(spread=False),
+                s.per_attempt(s.vacuumed_per_job).fmt(spread=False),
                 s.payload_per_job.fmt(spread=False),
                 s.attempts_per_s.fmt(),
             )
@@ -382,13 +414,17 @@ def main_table(summaries: Sequence[Summary], plan: Plan) -> Table:
             "WAL B/attempt",
             "retained B/job (min..max)",
             "retained B/attempt",
+            "after VACUUM B/job",
+            "after VACUUM B/attempt",
             "live payload B/job",
             "attempts/s",
         ),
         tuple(rows),
         caption=(
             "retained: pg_total_relation_size of every table of the schema (partitions, "
-            "TOAST, indexes, dead tuples) after the storm, minus the empty schema. live "
+            "TOAST, indexes, dead tuples) after the storm, minus the empty schema; after "
+            "VACUUM: heap + TOAST + index data once plain VACUUM has cleared dead rows "
+            "(promotion deletes each deferred row), free-space/visibility maps excluded. live "
             "payload: pg_column_size(payload) summed over ready, deferred, done and DLQ rows."
         ),
     )
@@ -418,6 +454,12 @@ def growth_table(summaries: Sequence[Summary], plan: Plan) -> tuple[Table, dict[
         "retained_per_attempt",
         w_lo.retained_per_job.median / lo,
         w_hi.retained_per_job.median / hi,
+    )
+    ratio_row(
+        "retained after VACUUM B/attempt, with outputs",
+        "vacuumed_per_attempt",
+        w_lo.vacuumed_per_job.median / lo,
+        w_hi.vacuumed_per_job.median / hi,
     )
     ratio_row(
         "WAL B/attempt, with outputs",
@@ -502,8 +544,9 @@ def timing_table(samples: Sequence[RunSample]) -> Table:
         tuple(rows),
         caption=(
             "transitions.fail is the whole failure transition (one transaction). lock_claims "
-            "is pg_advisory_xact_lock on the attempt's claim batch, taken first: every "
-            "general-path transition of jobs claimed together waits here for the others."
+            "(older engine) is pg_advisory_xact_lock on the attempt's claim batch, so every "
+            "general-path transition of jobs claimed together waited for the others; "
+            "lock_attempt (newer) takes the claim batch shared and the job exclusively."
         ),
     )
 
