@@ -48,13 +48,17 @@ def _filter(payload: str) -> str:
 _COLUMNS = """r.job_id, r.kind, r.queue, r.args, r.priority, r.run_lease, r.max_attempts,
        r.run_at, r.created_at"""
 
+# MATERIALIZED: the unclaimed rows are found through the lanes' cursors first; left to itself
+# the planner walked every ready row newest first looking for available ones.
 LIST_AVAILABLE = f"""
+WITH unclaimed AS MATERIALIZED (
+    SELECT r.* FROM queue_lanes l
+      JOIN ready_entries r
+        ON r.queue = l.queue AND r.priority = l.priority AND r.lane_seq >= l.claim_seq
+)
 SELECT {_COLUMNS}, r.attempt, r.attempted_at, NULL::timestamptz AS finalized_at, r.payload,
        false AS has_output
-  FROM queue_lanes l
- CROSS JOIN LATERAL (SELECT * FROM ready_entries r
-                      WHERE r.queue = l.queue AND r.priority = l.priority
-                        AND r.lane_seq >= l.claim_seq) r
+  FROM unclaimed r
  WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
                     WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
 {_filter("r.payload")}
