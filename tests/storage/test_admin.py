@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,6 +27,7 @@ from storage import (
 from storage.claim import ClaimedJob, claim_batch
 from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.testing import work_one
+from tests.storage.observe import until
 
 Args = dict[str, Any]
 
@@ -170,7 +170,7 @@ async def test_cancel_wakes_a_handler_waiting_in_wait_for_callback(client: Clien
     inserted = await client.insert({"n": 1}, kind="a_seq")
     worker = asyncio.create_task(work_one(client))
     await asyncio.wait_for(registered, 5)
-    await _until(lambda: _is(client, inserted.id, "waiting_external"))
+    await until(lambda: _is(client, inserted.id, "waiting_external"))
 
     await client.cancel_job(inserted.id)
     result = await asyncio.wait_for(worker, 5)
@@ -179,18 +179,6 @@ async def test_cancel_wakes_a_handler_waiting_in_wait_for_callback(client: Clien
     assert result is not None
     assert result.ended.outcome is Outcome.STALE
     assert await _state_of(client, inserted.id) == "cancelled"
-
-
-async def _until(check: Callable[[], Awaitable[bool]], *, tries: int = 500) -> None:
-    """Re-check an observable condition every 10 ms, at most ``tries`` times (about 5 s).
-
-    Used only where the engine offers nothing to await (a handler reaching its wait).
-    """
-    for _ in range(tries):
-        if await check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition was not reached in time")
 
 
 async def _is(client: Client, job_id: int, state: str) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -27,20 +26,9 @@ from storage import (
 )
 from storage.finalize import Outcome
 from storage.testing import work_one
+from tests.storage.observe import until
 
 Args = dict[str, int]
-
-
-async def _until(check: Callable[[], Awaitable[bool]], *, tries: int = 500) -> None:
-    """Re-check an observable condition every 10 ms, at most ``tries`` times (about 5 s).
-
-    Used only where the engine offers nothing to await (a handler reaching its wait).
-    """
-    for _ in range(tries):
-        if await check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the condition was not reached in time")
 
 
 async def _state_is(client: Client, job_id: int, state: JobState) -> bool:
@@ -334,7 +322,7 @@ async def test_sequential_wait_resumes_with_the_resolved_payload(
     await client.start(maintenance_interval=None)
     try:
         token = await asyncio.wait_for(registered, 5)
-        await _until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
+        await until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
         await client.resolve_callback(token.callback_id, {"answer": 42, "key": "tok-9e7d"})
         with pytest.raises(CallbackNotFound):
             await client.resolve_callback(token.callback_id, {"answer": 0})
@@ -405,7 +393,7 @@ async def test_external_completion_wins_against_a_handler_waiting_in_wait_for_ca
     inserted = await client.insert({"n": 1}, kind="cb_race")
     worker = asyncio.create_task(work_one(client))
     token = await asyncio.wait_for(registered, 5)
-    await _until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
+    await until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
 
     row = await client.complete_external(token.callback_id, output={"from": "external"})
     result = await asyncio.wait_for(worker, 5)
@@ -530,7 +518,7 @@ async def test_callback_timeout_ends_a_handler_waiting_in_wait_for_callback(
     inserted = await client.insert({"n": 1}, kind="cb_seq_timeout")
     worker = asyncio.create_task(work_one(client))
     await asyncio.wait_for(registered, 5)
-    await _until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
+    await until(lambda: _state_is(client, inserted.id, JobState.WAITING_EXTERNAL))
 
     assert (await client.run_maintenance()).timed_out == 1
     result = await asyncio.wait_for(worker, 5)
