@@ -169,7 +169,9 @@ class Runtime:
             self._slot_free.set()
             self._wake.set()
             if not finished.cancelled() and finished.exception() is not None:
-                log.error("attempt of job %s failed to finalize: %r", key[0], finished.exception())
+                # The class only: a driver error's message can quote the data it choked on.
+                failure = type(finished.exception()).__name__
+                log.error("attempt of job %s failed to finalize (%s)", key[0], failure)
 
         task.add_done_callback(done)
 
