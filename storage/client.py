@@ -493,6 +493,8 @@ class Client(Operations):
     def emit_ended(self, claimed: Any, ended: Ended, output_text: str | None) -> None:
         if ended.outcome is not Outcome.WRITTEN or ended.state is None:
             return
+        if not self.events.wants(claimed.kind):
+            return  # no listener: do not decode the output for nobody
         name = {
             JobState.COMPLETED: "completed",
             JobState.RETRYABLE: "retried",

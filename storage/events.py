@@ -42,6 +42,10 @@ class EventBus:
     def subscribe(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
         self._listeners.append((listener, frozenset(kinds) if kinds is not None else None))
 
+    def wants(self, kind: str) -> bool:
+        """Whether any listener would receive an event of ``kind`` (skip building it if not)."""
+        return any(kinds is None or kind in kinds for _, kinds in self._listeners)
+
     def emit(self, event: JobEvent) -> None:
         for listener, kinds in self._listeners:
             if kinds is not None and event.kind not in kinds:
