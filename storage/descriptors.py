@@ -15,6 +15,7 @@ import asyncpg
 import orjson
 
 from storage.db import Conn
+from storage.listing import OPEN_ATTEMPTS
 from storage.models import JobKindDescriptor, JobState, KindSummary
 
 SYNC_INTERVAL_SECONDS = 60
@@ -65,16 +66,8 @@ SELECT kind, display_name, description, owner, docs_url, tags, extra, descriptor
 
 # Live states per kind. Completed jobs are not counted per kind: that would mean scanning
 # the whole compact history, and triage does not need it.
-KIND_COUNTS = """
-WITH open AS (
-    SELECT u.job_id, u.run_lease
-      FROM claim_batches cb, unnest(cb.job_ids, cb.run_leases) AS u(job_id, run_lease)
-     WHERE cb.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
-       AND NOT EXISTS (SELECT 1 FROM attempt_closures c
-                        WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
-                        WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
-)
+KIND_COUNTS = f"""
+WITH {OPEN_ATTEMPTS}
 SELECT kind, state, count(*) AS n FROM (
     SELECT kind, state FROM deferred_jobs
     UNION ALL
