@@ -18,6 +18,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from storage import codec
 from storage.errors import OutputError
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 
@@ -159,6 +160,17 @@ def check_one(value: object) -> str | None:
 @given(values)
 def test_any_value_fails_or_reads_back_equal(value: object) -> None:
     check_one(value)
+
+
+@PROPERTY_SETTINGS
+@given(values)
+def test_the_orjson_shortcut_answers_only_with_the_walks_text(value: object) -> None:
+    """The shortcut may decline anything; when it answers, the walk accepts the value and
+    serializes it to the same bytes."""
+    shortcut = codec._plain_json_text(value)
+    event(f"shortcut: {'answered' if shortcut is not None else 'declined'}")
+    if shortcut is not None:
+        assert shortcut == orjson.dumps(codec.to_json_value(value))
 
 
 @PROPERTY_SETTINGS

@@ -25,6 +25,7 @@ from storage import output
 from storage.codec import (
     INT64_MAX,
     INT64_MIN,
+    MAX_DEPTH,
     JsonConversionError,
     JsonDecodeMismatch,
     decode_value,
@@ -71,6 +72,10 @@ class Colour(enum.StrEnum):
 
 class Level(enum.IntEnum):
     HIGH = 3
+
+
+class Shade(enum.Enum):
+    DARK = "dark"
 
 
 class Pair(NamedTuple):
@@ -178,6 +183,7 @@ class Holder:
         ({"price": Decimal("1.5")}, "$.price", "Decimal", "type Decimal"),
         ({"obj": Leaky()}, "$.obj", "Leaky", "type Leaky"),
         ({"id": uuid.UUID(int=1)}, "$.id", "UUID", "type UUID"),
+        ({"shade": Shade.DARK}, "$.shade", "Shade", "type Shade"),
         ({"s": f"{SECRET}\ud800"}, "$.s", "str", "lone surrogate"),
         (Holder([Holder({"deep": {SECRET}})]), "$.payload[0].payload.deep", "set", "set"),
         ({"m": Thumbnail.model_construct(**NAN_WIDTH)}, "$.m.width", "float", "finite"),
@@ -201,6 +207,21 @@ def test_a_value_that_contains_itself_is_refused_not_a_recursion_error() -> None
     with pytest.raises(JsonConversionError, match="nested more than") as caught:
         to_json_text({"loop": loop})
     assert (caught.value.path, caught.value.type_name) == ("$", "list")
+
+
+def nested_lists(levels: int) -> object:
+    value: object = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_nesting_is_accepted_up_to_max_depth_and_refused_beyond() -> None:
+    """orjson alone would accept 254 levels; the walk's limit holds on every path."""
+    assert to_json_text(nested_lists(MAX_DEPTH)) == b"[" * MAX_DEPTH + b"1" + b"]" * MAX_DEPTH
+    for value in (nested_lists(MAX_DEPTH + 1), {"k": [nested_lists(MAX_DEPTH)]}):
+        with pytest.raises(JsonConversionError, match="nested more than"):
+            to_json_text(value)
 
 
 def test_many_decode_errors_are_summarised() -> None:
