@@ -53,6 +53,7 @@ Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
 __all__ = [
     "Connection",
     "ResultFiles",
+    "ServerCpu",
     "Stat",
     "Table",
     "base_parser",
@@ -235,6 +236,49 @@ async def schema_tables(conn: Connection, schema: str) -> list[str]:
         schema,
     )
     return [str(r["relname"]) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCpu:
+    """CPU time used by a PostgreSQL server on this host, read from ``/proc``.
+
+    Wall-clock ratios on a 2-core host swing with whatever else runs; CPU seconds per job do
+    not, and the server's share is half the cost of a job. The total is the postmaster's own
+    time, the time of its children that have exited (``cutime``/``cstime``) and that of its
+    live children (backends, the WAL writer, checkpointer, autovacuum workers).
+    """
+
+    postmaster: int
+
+    @classmethod
+    async def find(cls, conn: Connection) -> ServerCpu | None:
+        """The server behind ``conn`` when its processes are visible here; None otherwise."""
+        backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+        fields = _proc_stat(backend)
+        return None if fields is None else cls(int(fields[1]))
+
+    def seconds(self) -> float | None:
+        """CPU seconds so far; None once the postmaster is gone."""
+        own = _proc_stat(self.postmaster)
+        if own is None:
+            return None
+        ticks = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            child = _proc_stat(int(entry.name))
+            if child is not None and int(child[1]) == self.postmaster:
+                ticks += int(child[11]) + int(child[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state is [0], ppid [1])."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
 
 
 def percentile(values: Sequence[float], q: float) -> float:

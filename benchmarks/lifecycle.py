@@ -52,6 +52,7 @@ from benchmarks._engine import (
 )
 from benchmarks._harness import (
     Connection,
+    ServerCpu,
     Stat,
     Table,
     base_parser,
@@ -84,7 +85,7 @@ class Plan:
 
 
 FULL = Plan(
-    rounds=5,
+    rounds=7,
     jobs=20_000,
     concurrencies=(64, 512),
     diagnose_sizes=(64, 128, 256, 512),
@@ -141,6 +142,7 @@ class RunSample:
     outputs_stored: int
     autovacuum_runs: int
     cpu_seconds: float
+    server_cpu_seconds: float | None
     timer: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
@@ -164,6 +166,12 @@ class RunSample:
         return 1e6 * self.cpu_seconds / self.jobs
 
     @property
+    def server_cpu_us_per_job(self) -> float | None:
+        if self.server_cpu_seconds is None:
+            return None
+        return 1e6 * self.server_cpu_seconds / self.jobs
+
+    @property
     def wal_run_per_job(self) -> float:
         return (self.wal_total - self.wal_insert) / self.jobs
 
@@ -185,6 +193,7 @@ class RunSample:
             "outputs_stored": self.outputs_stored,
             "autovacuum_runs_in_window": self.autovacuum_runs,
             "client_cpu_seconds": self.cpu_seconds,
+            "server_cpu_seconds": self.server_cpu_seconds,
             "statement_timer": self.timer,
         }
 
@@ -213,6 +222,7 @@ async def run_once(
     values: list[Any] | None,
     config: RunConfig,
     round_no: int,
+    server: ServerCpu | None,
 ) -> RunSample:
     """One measured lifecycle of ``jobs`` jobs in a fresh schema (dropped afterwards)."""
     schema = await new_queue_schema(conn, "bench_lc")
@@ -237,6 +247,7 @@ async def run_once(
         vacuums = await autovacuum_count(conn, schema)
         start_lsn = await wal_lsn(conn)
         cpu_started = time.process_time()
+        server_started = server.seconds() if server else None
         started = time.perf_counter()
         await insert_all(client, args, **options)
         inserted = time.perf_counter()
@@ -246,6 +257,7 @@ async def run_once(
             await client.run_until_idle(**config.runtime_options(concurrency))
         finished = time.perf_counter()
         cpu_seconds = time.process_time() - cpu_started
+        server_finished = server.seconds() if server else None
         wal_total = await wal_bytes_since(conn, start_lsn)
         vacuums = await autovacuum_count(conn, schema) - vacuums
         totals = await completion_totals(conn, schema)
@@ -270,6 +282,11 @@ async def run_once(
             outputs_stored=totals.compact_outputs,
             autovacuum_runs=vacuums,
             cpu_seconds=cpu_seconds,
+            server_cpu_seconds=(
+                server_finished - server_started
+                if server_finished is not None and server_started is not None
+                else None
+            ),
             timer=timer.as_dict(),
         )
     finally:
@@ -507,8 +524,8 @@ def encode_table(samples: Sequence[EncodeSample], summaries: Sequence[Summary]) 
         tuple(rows),
         caption=(
             "CPU on the runtime's event loop per recorded output, over the run's 1,024-value "
-            "pool. The converter walks every element in Python (storage/codec.py "
-            "_convert_list/_convert_dict) before orjson serializes."
+            "pool. Plain JSON values are serialized by orjson and checked by reading them "
+            "back (storage/codec.py _plain_json_text); others take the Python walk."
         ),
     )
 
@@ -525,6 +542,9 @@ async def measure(
     config: RunConfig,
     values: dict[str, list[Any] | None],
 ) -> list[RunSample]:
+    server = await ServerCpu.find(conn)
+    if server is None:
+        log("server CPU not measured: the server's processes are not visible in /proc")
     log("warm-up: one small run per case (not recorded)")
     for case in CASES:
         await run_once(
@@ -536,6 +556,7 @@ async def measure(
             values[case.key],
             config,
             -1,
+            server,
         )
     combos = [(conc, case) for conc in plan.concurrencies for case in CASES]
     samples: list[RunSample] = []
@@ -544,7 +565,15 @@ async def measure(
         order = combos[shift:] + combos[:shift]
         for conc, case in order:
             sample = await run_once(
-                conn, dsn, case, conc, case.jobs(plan.jobs), values[case.key], config, round_no
+                conn,
+                dsn,
+                case,
+                conc,
+                case.jobs(plan.jobs),
+                values[case.key],
+                config,
+                round_no,
+                server,
             )
             samples.append(sample)
             log(
@@ -571,6 +600,8 @@ class Summary:
     wal_ratio: Stat
     cpu_us: Stat
     cpu_delta: Stat
+    server_cpu_us: Stat | None
+    total_cpu_ratio: Stat | None
     jobs_per_batch_row: float
     jobs_per_claim: float
     claim_ms_per_1k: float
@@ -602,8 +633,10 @@ class Summary:
                 "wal_delta_bytes_per_job": self.wal_delta,
                 "wal_ratio": self.wal_ratio,
                 "client_cpu_us_delta_per_job": self.cpu_delta,
+                "total_cpu_ratio": self.total_cpu_ratio,
             },
             "client_cpu_us_per_job": self.cpu_us,
+            "server_cpu_us_per_job": self.server_cpu_us,
             "jobs_per_batch_row": self.jobs_per_batch_row,
             "jobs_per_claim_batch": self.jobs_per_claim,
             "claim_awaited_ms_per_1k_jobs": self.claim_ms_per_1k,
@@ -612,6 +645,11 @@ class Summary:
             "autovacuum_runs_in_windows": self.autovacuum_runs,
             "gate": self.verdict,
         }
+
+
+def total_cpu_us(runs: Sequence[RunSample]) -> list[float]:
+    """Client plus server CPU µs per job, per run (server CPU known for every run)."""
+    return [s.cpu_us_per_job + (s.server_cpu_us_per_job or 0.0) for s in runs]
 
 
 def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
@@ -630,6 +668,7 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
             run_jobs = [s.run_jobs_per_s for s in runs]
             wal = [s.wal_per_job for s in runs]
             total_jobs = sum(s.jobs for s in runs)
+            server_known = all(s.server_cpu_seconds is not None for s in (*runs, *base))
             out.append(
                 Summary(
                     case=case,
@@ -645,6 +684,16 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
                     cpu_us=Stat.of(s.cpu_us_per_job for s in runs),
                     cpu_delta=Stat.paired_diff(
                         [s.cpu_us_per_job for s in runs], [s.cpu_us_per_job for s in base]
+                    ),
+                    server_cpu_us=(
+                        Stat.of(s.server_cpu_us_per_job or 0.0 for s in runs)
+                        if server_known
+                        else None
+                    ),
+                    total_cpu_ratio=(
+                        Stat.paired_ratio(total_cpu_us(runs), total_cpu_us(base))
+                        if server_known
+                        else None
                     ),
                     jobs_per_batch_row=total_jobs / max(1, sum(s.batch_rows for s in runs)),
                     jobs_per_claim=total_jobs / sum(s.claim_batches for s in runs),
@@ -716,6 +765,8 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
             s.wal_ratio.fmt(".2f"),
             s.cpu_us.fmt(spread=False),
             s.cpu_delta.fmt(signed=True, spread=False),
+            s.server_cpu_us.fmt(spread=False) if s.server_cpu_us else "—",
+            s.total_cpu_ratio.fmt(".3f") if s.total_cpu_ratio else "—",
             "—" if s.case.general else f"{s.jobs_per_batch_row:,.1f}",
             f"{s.jobs_per_claim:,.1f}",
             f"{s.claim_ms_per_1k:,.0f}",
@@ -735,6 +786,8 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
             "WAL x none",
             "client CPU µs/job",
             "Δ CPU vs none",
+            "server CPU µs/job",
+            "client+server CPU x none",
             "jobs / batch row",
             "jobs / claim",
             "claim ms per 1k jobs",
@@ -745,7 +798,9 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
         caption=(
             "WAL: pg_current_wal_insert_lsn() diff around inserts + run, after CHECKPOINT, "
             "sole writer. Client CPU: process_time of the benchmark process (inserts, runtime, "
-            "handlers) per job, less sensitive to other load on the host than wall time. "
+            "handlers) per job; server CPU: the PostgreSQL processes' CPU time from /proc "
+            "(benchmarks/_harness.py ServerCpu). Both are less sensitive than wall time to other "
+            "load on the host. "
             "Claim/completion ms: wall time the runtime spent awaiting "
             "storage.claim.claim_batch and the completion (finalize.complete_compact, or "
             "transitions.complete_general on the general path), summed over calls that may "
@@ -809,7 +864,12 @@ def gate_notes(summaries: Sequence[Summary]) -> str:
         lines.append(
             f"- {s.case.label}, {s.concurrency} workers: jobs/s x none "
             f"{s.ratio.fmt('.3f')} -> {s.verdict}; WAL {s.wal_delta.fmt(signed=True)} B/job "
-            f"({s.wal_ratio.median:.2f}x)."
+            f"({s.wal_ratio.median:.2f}x)"
+            + (
+                f"; client+server CPU per job {s.total_cpu_ratio.fmt('.3f')} x none."
+                if s.total_cpu_ratio
+                else "."
+            )
         )
     lines += [
         "",
