@@ -17,7 +17,7 @@ from storage.claim import ClaimedJob
 from storage.codec import JsonDecodeMismatch, decode_value
 from storage.errors import StaleAttempt, TerminalError
 from storage.events import JobEvent
-from storage.finalize import AttemptRef, CompactCompletion, Outcome
+from storage.finalize import AttemptRef, CompactCompletion, Outcome, utf8_size
 from storage.job import Job
 from storage.models import JobRow, JobState
 from storage.output import OutputSlot
@@ -153,7 +153,7 @@ async def _finish(
             ended.state is JobState.COMPLETED or ended.output_kept
         ):
             outcome = "completed" if ended.state is JobState.COMPLETED else "failed"
-            client.metrics.recorded(claimed.kind, claimed.queue, outcome, len(sealed.encode()))
+            client.metrics.recorded(claimed.kind, claimed.queue, outcome, utf8_size(sealed))
         elif ended.outcome is Outcome.STALE:
             _drop(client, claimed, sealed, "abandoned")
     completed_output = record.output_text if ended.state is JobState.COMPLETED else None

@@ -191,16 +191,24 @@ async def lock_attempt(conn: Conn, ref: AttemptRef) -> None:
     await conn.execute(LOCK_ATTEMPT, ref.claim_id, ref.job_id)
 
 
+def utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (the common case)."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def split_parts(items: list[CompactCompletion]) -> list[int]:
     """Part number per item: a new batch row once a claim's outputs pass 64 KiB of text."""
+    sizes = [0 if i.output_text is None else utf8_size(i.output_text) for i in items]
     parts = [0] * len(items)
+    if sum(sizes) <= MAX_BATCH_OUTPUT_BYTES:  # no claim can need a second row
+        return parts
     order = sorted(range(len(items)), key=lambda i: (items[i].ref.claim_id, items[i].lane_seq))
     claim, part, size = None, 0, 0
     for i in order:
         item = items[i]
         if item.ref.claim_id != claim:
             claim, part, size = item.ref.claim_id, 0, 0
-        text_size = len(item.output_text.encode()) if item.output_text is not None else 0
+        text_size = sizes[i]
         if size and size + text_size > MAX_BATCH_OUTPUT_BYTES:
             part, size = part + 1, 0
         size += text_size

@@ -19,7 +19,13 @@ from storage import (
     WaitForCallback,
 )
 from storage.claim import claim_batch
-from storage.finalize import MAX_BATCH_OUTPUT_BYTES, AttemptRef, CompactCompletion, complete_compact
+from storage.finalize import (
+    MAX_BATCH_OUTPUT_BYTES,
+    AttemptRef,
+    CompactCompletion,
+    complete_compact,
+    split_parts,
+)
 from storage.testing import work_one
 
 
@@ -126,6 +132,13 @@ async def test_batches_split_once_outputs_pass_64_kib(
         got = await client.get_job(j.job_id)
         assert got is not None
         assert got.output_text == (text if j.job_id % 2 else None)
+
+
+def test_the_batch_split_counts_utf8_bytes_not_characters() -> None:
+    text = '"' + "é" * 2000 + '"'  # 2,002 characters, 4,002 bytes
+    items = [CompactCompletion(AttemptRef(n, 1, 7), n, 1, text, False) for n in range(20)]
+    # 16 x 4,002 B fit in 64 KiB; counted in characters all 20 would (40 KB).
+    assert split_parts(items) == [0] * 16 + [1] * 4
 
 
 async def test_a_batch_without_outputs_stores_null(
