@@ -76,27 +76,6 @@ GATE_MIN_RATIO = 0.95
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
-    rounds: int
-    jobs: int
-    concurrencies: tuple[int, ...]
-    diagnose_sizes: tuple[int, ...]
-    diagnose_repeats: int
-
-
-FULL = Plan(
-    rounds=7,
-    jobs=20_000,
-    concurrencies=(64, 512),
-    diagnose_sizes=(64, 128, 256, 512),
-    diagnose_repeats=7,
-)
-QUICK = Plan(
-    rounds=3, jobs=5_000, concurrencies=(64, 512), diagnose_sizes=(64, 256, 512), diagnose_repeats=3
-)
-
-
-@dataclass(frozen=True, slots=True)
 class Case:
     key: str
     label: str
@@ -117,6 +96,35 @@ CASES: tuple[Case, ...] = (
     Case("obj4k", "4 KiB many-key object, every job", MANY_KEYS),
     Case("general", "(extra) general path via tags, no output", None, general=True, job_divisor=20),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    rounds: int
+    jobs: int
+    concurrencies: tuple[int, ...]
+    diagnose_sizes: tuple[int, ...]
+    diagnose_repeats: int
+    cases: tuple[Case, ...]
+
+
+FULL = Plan(
+    rounds=7,
+    jobs=20_000,
+    concurrencies=(64, 512),
+    diagnose_sizes=(64, 128, 256, 512),
+    diagnose_repeats=7,
+    cases=CASES,
+)
+QUICK = Plan(
+    rounds=3,
+    jobs=5_000,
+    concurrencies=(64, 512),
+    diagnose_sizes=(64, 256, 512),
+    diagnose_repeats=3,
+    cases=CASES,
+)
+
 
 REFERENCE: tuple[tuple[str, str, str, str], ...] = (
     ("Awa (Rust), 64 workers", "3,600", "~1.15 KB", "no output"),
@@ -466,14 +474,16 @@ class EncodeSample:
     bytes_per_output: float
 
 
-def encode_costs(values: dict[str, list[Any] | None], repeats: int) -> list[EncodeSample]:
+def encode_costs(
+    values: dict[str, list[Any] | None], repeats: int, cases: Sequence[Case]
+) -> list[EncodeSample]:
     """CPU per ``set_output`` call: the engine's converter vs a bare ``orjson.dumps``.
 
     ``storage.encode_output`` is what ``job.set_output`` runs in the handler (validation walk
     plus serialization); it runs on the event loop that also drives claims and completions.
     """
     out: list[EncodeSample] = []
-    for case in CASES:
+    for case in cases:
         pool = values[case.key]
         if pool is None:
             continue
@@ -546,7 +556,7 @@ async def measure(
     if server is None:
         log("server CPU not measured: the server's processes are not visible in /proc")
     log("warm-up: one small run per case (not recorded)")
-    for case in CASES:
+    for case in plan.cases:
         await run_once(
             conn,
             dsn,
@@ -558,7 +568,7 @@ async def measure(
             -1,
             server,
         )
-    combos = [(conc, case) for conc in plan.concurrencies for case in CASES]
+    combos = [(conc, case) for conc in plan.concurrencies for case in plan.cases]
     samples: list[RunSample] = []
     for round_no in range(plan.rounds):
         shift = round_no % len(combos)
@@ -659,7 +669,7 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
             (s for s in samples if s.concurrency == conc and s.case == "none"),
             key=lambda s: s.round,
         )
-        for case in CASES:
+        for case in plan.cases:
             runs = sorted(
                 (s for s in samples if s.concurrency == conc and s.case == case.key),
                 key=lambda s: s.round,
@@ -733,9 +743,10 @@ def throughput_table(summaries: Sequence[Summary], plan: Plan) -> Table:
         )
         for s in summaries
     ]
+    general = [c for c in plan.cases if c.general]
+    extra = f" ({general[0].jobs(plan.jobs):,} for the general-path extra)" if general else ""
     return Table(
-        f"Whole lifecycle, {plan.jobs:,} jobs per run ({CASES[-1].jobs(plan.jobs):,} for the"
-        f" general-path extra), {plan.rounds} rounds",
+        f"Whole lifecycle, {plan.jobs:,} jobs per run{extra}, {plan.rounds} rounds",
         (
             "case",
             "workers",
@@ -897,7 +908,23 @@ def parse_args(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument("--max-connections", type=int, default=10, help="client pool size")
     parser.add_argument("--no-diagnose", action="store_true", help="skip the statement table")
     parser.add_argument("--seed", type=int, default=48, help="seed for output contents")
+    parser.add_argument(
+        "--cases",
+        help=f"comma-separated case keys, baseline 'none' always included"
+        f" (default: {','.join(c.key for c in CASES)})",
+    )
     return parser.parse_args(argv)
+
+
+def chosen_cases(keys: str | None) -> tuple[Case, ...]:
+    """The cases named by ``--cases``, in CASES order, with the no-output baseline."""
+    if not keys:
+        return CASES
+    wanted = {k.strip() for k in keys.split(",") if k.strip()} | {"none"}
+    unknown = wanted - {c.key for c in CASES}
+    if unknown:
+        raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
+    return tuple(c for c in CASES if c.key in wanted)
 
 
 async def amain(args: Any) -> int:
@@ -908,6 +935,7 @@ async def amain(args: Any) -> int:
         concurrencies=tuple(args.concurrency) if args.concurrency else base.concurrencies,
         diagnose_sizes=base.diagnose_sizes,
         diagnose_repeats=base.diagnose_repeats,
+        cases=chosen_cases(args.cases),
     )
     config = RunConfig(args.claim_size, args.claim_threshold, args.max_connections)
     started = time.perf_counter()
@@ -917,18 +945,20 @@ async def amain(args: Any) -> int:
         try:
             machine = await machine_info(conn)
             log(
-                f"{plan.rounds} rounds x {len(CASES)} cases x {plan.concurrencies} workers x"
+                f"{plan.rounds} rounds x {len(plan.cases)} cases x {plan.concurrencies} workers x"
                 f" {plan.jobs:,} jobs"
             )
             values = {
                 c.key: (output_values(c.shape, OUTPUT_POOL, args.seed) if c.shape else None)
-                for c in CASES
+                for c in plan.cases
             }
             samples = await measure(dsn, conn, plan, config, values)
             variant_label, statement = (
                 ("", []) if args.no_diagnose else await diagnose(dsn, conn, plan)
             )
-            encoding = [] if args.no_diagnose else encode_costs(values, plan.diagnose_repeats)
+            encoding = (
+                [] if args.no_diagnose else encode_costs(values, plan.diagnose_repeats, plan.cases)
+            )
         finally:
             await conn.close()
     summaries = summarise(samples, plan)
@@ -947,6 +977,7 @@ async def amain(args: Any) -> int:
         "config": {
             "quick": args.quick,
             "rounds": plan.rounds,
+            "cases": [c.key for c in plan.cases],
             "jobs_per_run": plan.jobs,
             "concurrencies": list(plan.concurrencies),
             "claim_size": args.claim_size or "engine default (256)",
@@ -957,7 +988,7 @@ async def amain(args: Any) -> int:
             "seed": args.seed,
             "wall_seconds": round(time.perf_counter() - started, 1),
         },
-        "shapes": {c.key: (c.shape.description if c.shape else "none") for c in CASES},
+        "shapes": {c.key: (c.shape.description if c.shape else "none") for c in plan.cases},
     }
     files = write_results(
         args.out,
