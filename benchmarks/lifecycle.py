@@ -25,9 +25,10 @@ the run phase's time goes.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,11 @@ from storage import claim as claim_module
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
 """Distinct outputs per shape; job i records output i mod this."""
+GATED = frozenset({"small100"})
+"""Cases held to the few-percent gate, each measured between two baseline runs.
+
+The 4 KiB cases are reported, not gated: ADR-048 itself expects a 4 KiB output to more than
+quadruple a job's lifecycle WAL, so no reading of "a few percent" can apply to them."""
 GATE_MIN_RATIO = 0.95
 """'Within a few percent': the with-output run keeps at least 95% of the baseline's jobs/s."""
 
@@ -545,6 +551,28 @@ def encode_table(samples: Sequence[EncodeSample], summaries: Sequence[Summary]) 
 # --------------------------------------------------------------------------------------
 
 
+def round_order(plan: Plan, round_no: int) -> list[tuple[int, Case]]:
+    """The runs of one round: per worker count, the baseline on both sides of the gated case.
+
+    A burst of load on the shared host moves a run by up to ±30%; a baseline run just before
+    and just after the 100 B run lets its ratio use their mean, so drift within the three runs
+    cancels. The other cases follow in an order that rotates per round, as do the worker
+    counts.
+    """
+    baseline = next(c for c in plan.cases if c.key == "none")
+    bracketed = [c for c in plan.cases if c.key in GATED]
+    others = [c for c in plan.cases if c is not baseline and c.key not in GATED]
+    shift = round_no % max(1, len(others))
+    rest = others[shift:] + others[:shift]
+    concs = list(plan.concurrencies)
+    turn = round_no % len(concs)
+    order: list[tuple[int, Case]] = []
+    for conc in concs[turn:] + concs[:turn]:
+        head = [baseline, *bracketed, baseline] if bracketed else [baseline]
+        order += [(conc, case) for case in (*head, *rest)]
+    return order
+
+
 async def measure(
     dsn: str,
     conn: Connection,
@@ -568,12 +596,9 @@ async def measure(
             -1,
             server,
         )
-    combos = [(conc, case) for conc in plan.concurrencies for case in plan.cases]
     samples: list[RunSample] = []
     for round_no in range(plan.rounds):
-        shift = round_no % len(combos)
-        order = combos[shift:] + combos[:shift]
-        for conc, case in order:
+        for conc, case in round_order(plan, round_no):
             sample = await run_once(
                 conn,
                 dsn,
@@ -625,6 +650,8 @@ class Summary:
             return "not gated (ADR: ~0.3-0.5)"
         if self.case.shape is None:
             return "baseline"
+        if self.case.key not in GATED:
+            return f"reported, not gated (median {self.ratio.median:.2f})"
         ok = self.ratio.median >= GATE_MIN_RATIO
         return ("pass" if ok else "FAIL") + f" (median {self.ratio.median:.2f})"
 
@@ -657,9 +684,23 @@ class Summary:
         }
 
 
-def total_cpu_us(runs: Sequence[RunSample]) -> list[float]:
-    """Client plus server CPU µs per job, per run (server CPU known for every run)."""
-    return [s.cpu_us_per_job + (s.server_cpu_us_per_job or 0.0) for s in runs]
+def total_cpu_us(run: RunSample) -> float:
+    """Client plus server CPU µs per job (server CPU counted as 0 when unknown)."""
+    return run.cpu_us_per_job + (run.server_cpu_us_per_job or 0.0)
+
+
+def paired(
+    runs: Sequence[RunSample], base: Sequence[RunSample], metric: Callable[[RunSample], float]
+) -> tuple[list[float], list[float]]:
+    """``metric`` per run, and the mean of ``metric`` over the baseline runs of its round.
+
+    The baseline's own rows therefore show how far each baseline run sits from its round's
+    mean: the noise floor the other ratios should be read against.
+    """
+    by_round: dict[int, list[float]] = {}
+    for b in base:
+        by_round.setdefault(b.round, []).append(metric(b))
+    return [metric(r) for r in runs], [statistics.fmean(by_round[r.round]) for r in runs]
 
 
 def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
@@ -687,21 +728,19 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
                     run_jobs_per_s=Stat.of(run_jobs),
                     wal_per_job=Stat.of(wal),
                     wal_insert_per_job=Stat.of(s.wal_insert / s.jobs for s in runs),
-                    ratio=Stat.paired_ratio(jobs, [s.jobs_per_s for s in base]),
-                    run_ratio=Stat.paired_ratio(run_jobs, [s.run_jobs_per_s for s in base]),
-                    wal_delta=Stat.paired_diff(wal, [s.wal_per_job for s in base]),
-                    wal_ratio=Stat.paired_ratio(wal, [s.wal_per_job for s in base]),
+                    ratio=Stat.paired_ratio(*paired(runs, base, lambda r: r.jobs_per_s)),
+                    run_ratio=Stat.paired_ratio(*paired(runs, base, lambda r: r.run_jobs_per_s)),
+                    wal_delta=Stat.paired_diff(*paired(runs, base, lambda r: r.wal_per_job)),
+                    wal_ratio=Stat.paired_ratio(*paired(runs, base, lambda r: r.wal_per_job)),
                     cpu_us=Stat.of(s.cpu_us_per_job for s in runs),
-                    cpu_delta=Stat.paired_diff(
-                        [s.cpu_us_per_job for s in runs], [s.cpu_us_per_job for s in base]
-                    ),
+                    cpu_delta=Stat.paired_diff(*paired(runs, base, lambda r: r.cpu_us_per_job)),
                     server_cpu_us=(
                         Stat.of(s.server_cpu_us_per_job or 0.0 for s in runs)
                         if server_known
                         else None
                     ),
                     total_cpu_ratio=(
-                        Stat.paired_ratio(total_cpu_us(runs), total_cpu_us(base))
+                        Stat.paired_ratio(*paired(runs, base, total_cpu_us))
                         if server_known
                         else None
                     ),
@@ -759,8 +798,9 @@ def throughput_table(summaries: Sequence[Summary], plan: Plan) -> Table:
         tuple(rows),
         caption=(
             "jobs/s = jobs / (insert time + run time); run phase = claim + handler + "
-            "completion only. x none: per-round ratio to the no-output run of the same round "
-            "and worker count."
+            "completion only. x none: ratio to the mean of the no-output runs of the same "
+            "round and worker count, which run just before and just after the 100 B case; the "
+            "baseline's own row shows how far its runs sit from that mean (the noise floor)."
         ),
     )
 
@@ -853,8 +893,9 @@ NOTES = (
   *i* mod 1,024 with `job.set_output(value)`, so the engine serializes and validates it in
   the handler like user code.
 * Ratios and deltas are paired: each with-output run is divided by (or subtracted from)
-  the no-output run of the same round at the same worker count; the order of the
-  (workers, case) runs rotates every round.
+  the mean of the no-output runs of the same round at the same worker count. Each round
+  runs, per worker count, no output, 100 B, no output, then the other cases in an order
+  that rotates every round, so the gated 100 B run sits between its two baselines.
 """,
 )
 
@@ -865,8 +906,10 @@ def gate_notes(summaries: Sequence[Summary]) -> str:
         "ADR-048 *Benchmark gates*: throughput and WAL of completions with 100 B and 4 KiB "
         "outputs on every job, against the compact baseline, including a numeric-array and a "
         f"many-key worst case. Our reading of 'within a few percent': median jobs/s ratio ≥ "
-        f"{GATE_MIN_RATIO:.2f}. The ADR expects a 100 B output to add under 1% to the ~1.3 KB "
-        "lifecycle WAL and an incompressible 4 KiB output to add about 4.4 KB."
+        f"{GATE_MIN_RATIO:.2f} for the 100 B output. The ADR expects a 100 B output to add "
+        "under 1% to the ~1.3 KB lifecycle WAL and an incompressible 4 KiB output to add about "
+        "4.4 KB, more than quadrupling it; the 4 KiB cases are therefore measured and reported "
+        "against that WAL expectation, not held to a few percent of throughput."
     )
     lines.append("")
     for s in summaries:
