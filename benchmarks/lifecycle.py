@@ -73,7 +73,7 @@ NAME = "lifecycle"
 OUTPUT_POOL = 1_024
 """Distinct outputs per shape; job i records output i mod this."""
 GATED = frozenset({"small100"})
-"""Cases held to the few-percent gate, each measured between two baseline runs.
+"""Cases held to the few-percent gate, each run right next to its baseline.
 
 The 4 KiB cases are reported, not gated: ADR-048 itself expects a 4 KiB output to more than
 quadruple a job's lifecycle WAL, so no reading of "a few percent" can apply to them."""
@@ -115,7 +115,7 @@ class Plan:
 
 
 FULL = Plan(
-    rounds=7,
+    rounds=11,
     jobs=20_000,
     concurrencies=(64, 512),
     diagnose_sizes=(64, 128, 256, 512),
@@ -552,25 +552,22 @@ def encode_table(samples: Sequence[EncodeSample], summaries: Sequence[Summary]) 
 
 
 def round_order(plan: Plan, round_no: int) -> list[tuple[int, Case]]:
-    """The runs of one round: per worker count, the baseline on both sides of the gated case.
+    """The runs of one round: per worker count, the gated case right next to its baseline.
 
-    A burst of load on the shared host moves a run by up to ±30%; a baseline run just before
-    and just after the 100 B run lets its ratio use their mean, so drift within the three runs
-    cancels. The other cases follow in an order that rotates per round, as do the worker
-    counts.
+    On the shared host a run moves by up to ±30% and where a run sits in the sequence
+    matters, so a gated case is neither far from its baseline nor always in the same place:
+    the pair is adjacent and its order flips every round. The other cases follow in an order
+    that rotates per round, as do the worker counts.
     """
     baseline = next(c for c in plan.cases if c.key == "none")
-    bracketed = [c for c in plan.cases if c.key in GATED]
+    gated = [c for c in plan.cases if c.key in GATED]
     others = [c for c in plan.cases if c is not baseline and c.key not in GATED]
     shift = round_no % max(1, len(others))
     rest = others[shift:] + others[:shift]
+    head = [baseline, *gated] if round_no % 2 == 0 else [*gated, baseline]
     concs = list(plan.concurrencies)
     turn = round_no % len(concs)
-    order: list[tuple[int, Case]] = []
-    for conc in concs[turn:] + concs[:turn]:
-        head = [baseline, *bracketed, baseline] if bracketed else [baseline]
-        order += [(conc, case) for case in (*head, *rest)]
-    return order
+    return [(conc, case) for conc in concs[turn:] + concs[:turn] for case in (*head, *rest)]
 
 
 async def measure(
@@ -692,11 +689,7 @@ def total_cpu_us(run: RunSample) -> float:
 def paired(
     runs: Sequence[RunSample], base: Sequence[RunSample], metric: Callable[[RunSample], float]
 ) -> tuple[list[float], list[float]]:
-    """``metric`` per run, and the mean of ``metric`` over the baseline runs of its round.
-
-    The baseline's own rows therefore show how far each baseline run sits from its round's
-    mean: the noise floor the other ratios should be read against.
-    """
+    """``metric`` per run, and the mean of ``metric`` over the baseline runs of its round."""
     by_round: dict[int, list[float]] = {}
     for b in base:
         by_round.setdefault(b.round, []).append(metric(b))
@@ -798,9 +791,9 @@ def throughput_table(summaries: Sequence[Summary], plan: Plan) -> Table:
         tuple(rows),
         caption=(
             "jobs/s = jobs / (insert time + run time); run phase = claim + handler + "
-            "completion only. x none: ratio to the mean of the no-output runs of the same "
-            "round and worker count, which run just before and just after the 100 B case; the "
-            "baseline's own row shows how far its runs sit from that mean (the noise floor)."
+            "completion only. x none: ratio to the no-output run of the same round and worker "
+            "count; the 100 B run is adjacent to it, before it in odd rounds and after it in "
+            "even ones."
         ),
     )
 
@@ -893,9 +886,9 @@ NOTES = (
   *i* mod 1,024 with `job.set_output(value)`, so the engine serializes and validates it in
   the handler like user code.
 * Ratios and deltas are paired: each with-output run is divided by (or subtracted from)
-  the mean of the no-output runs of the same round at the same worker count. Each round
-  runs, per worker count, no output, 100 B, no output, then the other cases in an order
-  that rotates every round, so the gated 100 B run sits between its two baselines.
+  the no-output run of the same round at the same worker count. Each round runs, per worker
+  count, the no-output and 100 B runs back to back (which goes first flips every round),
+  then the other cases in an order that rotates every round.
 """,
 )
 
