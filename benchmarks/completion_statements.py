@@ -203,6 +203,8 @@ class Representation:
     adr: AdrRef | None = None
     extra: bool = False
     """Not in the ADR's table: added to explain a number in it."""
+    uncompressed: bool = False
+    """``outputs`` stored out of line without compression (``SET STORAGE EXTERNAL``)."""
 
     def batches(self, plan: Plan) -> int:
         """Batches per run of this representation under ``plan``."""
@@ -252,6 +254,22 @@ REPRESENTATIONS: tuple[Representation, ...] = (
     Representation(
         "array_small_same", "(extra) array, same 100 B", "array", SMALL_SAME, extra=True
     ),
+    Representation(
+        "array_num_external",
+        "(extra) array json[], 4K numeric, uncompressed",
+        "array",
+        NUMERIC,
+        extra=True,
+        uncompressed=True,
+    ),
+    Representation(
+        "array_obj_external",
+        "(extra) array json[], 4K object, uncompressed",
+        "array",
+        MANY_KEYS,
+        extra=True,
+        uncompressed=True,
+    ),
     Representation("done_nooutput", "(extra) done_entries, no output", "done", extra=True),
 )
 
@@ -298,6 +316,10 @@ def ddl(schema: str, rep: Representation) -> list[str]:
         f" {_NO_AUTOVACUUM}",
         f"CREATE INDEX ON {qualified(schema, batches)} (claim_id)",
     ]
+    if rep.uncompressed:
+        statements.append(
+            f"ALTER TABLE {qualified(schema, batches)} ALTER COLUMN outputs SET STORAGE EXTERNAL"
+        )
     if rep.kind == "side":
         statements.append(
             f"CREATE TABLE {qualified(schema, rep.tables[1])} ("
@@ -810,6 +832,10 @@ cost compresses every ratio toward 1, which is why the statement-only ratio is s
 The array representation's WAL and size depend on how well a batch row's whole outputs
 array compresses in TOAST (pglz compresses the array as one value, so keys repeated across
 jobs cost little); the extra row with the same output on every job shows the best case.
+The two "uncompressed" extra rows store the 4 KiB arrays out of line without compression
+(`ALTER COLUMN outputs SET STORAGE EXTERNAL`): what pglz costs in time, against what it
+saves in WAL and storage. (This server has no lz4: `default_toast_compression` offers only
+pglz.)
 """,
 )
 
