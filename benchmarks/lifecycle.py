@@ -25,7 +25,6 @@ the run phase's time goes.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -689,11 +688,9 @@ def total_cpu_us(run: RunSample) -> float:
 def paired(
     runs: Sequence[RunSample], base: Sequence[RunSample], metric: Callable[[RunSample], float]
 ) -> tuple[list[float], list[float]]:
-    """``metric`` per run, and the mean of ``metric`` over the baseline runs of its round."""
-    by_round: dict[int, list[float]] = {}
-    for b in base:
-        by_round.setdefault(b.round, []).append(metric(b))
-    return [metric(r) for r in runs], [statistics.fmean(by_round[r.round]) for r in runs]
+    """``metric`` per run, and ``metric`` of the baseline run of the same round."""
+    baseline = {b.round: b for b in base}
+    return [metric(r) for r in runs], [metric(baseline[r.round]) for r in runs]
 
 
 def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
@@ -792,8 +789,8 @@ def throughput_table(summaries: Sequence[Summary], plan: Plan) -> Table:
         caption=(
             "jobs/s = jobs / (insert time + run time); run phase = claim + handler + "
             "completion only. x none: ratio to the no-output run of the same round and worker "
-            "count; the 100 B run is adjacent to it, before it in odd rounds and after it in "
-            "even ones."
+            "count; the 100 B run is adjacent to it, after it in odd rounds (counting from 1, "
+            "as the log does) and before it in even ones."
         ),
     )
 
