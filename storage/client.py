@@ -466,7 +466,11 @@ class Client(Operations):
                 await self.pool.release(listener)
 
     async def run_until_idle(self, queues: Sequence[str] | None = None, **options: Any) -> None:
-        """Run workers until no available or running job is left in the queues (tests, demos)."""
+        """Run workers until no available or running job is left in the queues (tests, demos).
+
+        With maintenance on (the default), a job already due but not yet promoted, such as a
+        rescued attempt retried at once, counts as available.
+        """
         started_here = self._runtime is None
         if started_here:
             await self.start(queues, **options)

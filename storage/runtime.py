@@ -37,6 +37,8 @@ ON CONFLICT (job_id, run_lease) DO UPDATE
 """
 # Work left in these queues: claimable rows, or attempts still running anywhere (including
 # ones a dead worker left behind, which maintenance will rescue).
+# $2: also count due jobs still waiting for promotion (only a runtime that runs maintenance
+# can be sure somebody will promote them).
 WORK_LEFT = f"""
 WITH {OPEN_ATTEMPTS}
 SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim_seq < next_seq)
@@ -44,6 +46,8 @@ SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim
                  JOIN ready_entries r USING (job_id, run_lease)
                  LEFT JOIN attempt_state s USING (job_id, run_lease)
                 WHERE r.queue = ANY($1::text[]) AND COALESCE(s.state, 'running') = 'running')
+    OR ($2 AND EXISTS (SELECT 1 FROM deferred_jobs d
+                        WHERE d.queue = ANY($1::text[]) AND d.run_at <= now()))
 """
 
 
@@ -123,11 +127,13 @@ class Runtime:
         await self.client.batcher.drain()
 
     async def idle(self) -> bool:
-        """No handler running here, nothing to flush, nothing claimable or running in our queues."""
+        """No handler running here, nothing to flush, nothing claimable or running in our
+        queues, and, when this runtime runs maintenance, nothing due waiting for promotion."""
         if self.inflight or not self.client.batcher.idle:
             return False
+        promoting = self.maintenance_interval is not None
         async with self.client.pool.acquire() as conn:
-            return not await conn.fetchval(WORK_LEFT, self.queues)
+            return not await conn.fetchval(WORK_LEFT, self.queues, promoting)
 
     async def _dispatch(self) -> None:
         while not self._stopping:

@@ -196,3 +196,23 @@ async def test_unknown_kind_at_dispatch_fails_terminally(client: Client) -> None
     assert result.row is not None
     assert result.row.state is JobState.FAILED
     assert "no handler is registered for kind 'known'" in result.row.errors[-1]["error"]
+
+
+async def test_run_until_idle_waits_for_a_retry_that_is_already_due(client: Client) -> None:
+    """A due retry sits in deferred_jobs until a maintenance pass promotes it; the runtime
+    that runs maintenance must not call itself idle in that window (a rescued attempt,
+    retried at once, was left behind this way when PostgreSQL restarted mid-run)."""
+    calls: list[int] = []
+
+    @client.task(Work)
+    async def flaky(job: Job[Work]) -> object:
+        calls.append(job.attempt)
+        return RetryAfter(0) if job.attempt == 1 else None
+
+    job = await client.insert(Work())
+    # The first pass runs at start, before the retry exists; the next is 2 s later.
+    await client.run_until_idle(maintenance_interval=2.0)
+    assert calls == [1, 2]
+    row = await client.get_job(job.id)
+    assert row is not None
+    assert row.state is JobState.COMPLETED
