@@ -244,8 +244,10 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
             if message.row is not None:
                 self.query_one("#complete-job", Static).update(self.job_line(message.row))
             self.refresh_bindings()
-            self.query_one("#close", Button).focus()
-        self.query_one("#result", Static).scroll_visible()
+            self.query_one("#close", Button).focus(scroll_visible=False)
+        # Not animated: two animated scrolls (focus centring the button, this one) raced, and
+        # where the form came to rest depended on the machine's load.
+        self.query_one("#result", Static).scroll_visible(animate=False)
 
     def result_renderable(self, message: CallbackAnswered) -> Text:
         row = message.row
