@@ -38,7 +38,8 @@ ON CONFLICT (job_id, run_lease) DO UPDATE
 # Work left in these queues: claimable rows, or attempts still running anywhere (including
 # ones a dead worker left behind, which maintenance will rescue).
 # $2: also count due jobs still waiting for promotion (only a runtime that runs maintenance
-# can be sure somebody will promote them).
+# can be sure somebody will promote them). clock_timestamp(), not now(): a check that starts
+# while a retry is being written can see the retry committed, stamped after its own now().
 WORK_LEFT = f"""
 WITH {OPEN_ATTEMPTS}
 SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim_seq < next_seq)
@@ -47,7 +48,7 @@ SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim
                  LEFT JOIN attempt_state s USING (job_id, run_lease)
                 WHERE r.queue = ANY($1::text[]) AND COALESCE(s.state, 'running') = 'running')
     OR ($2 AND EXISTS (SELECT 1 FROM deferred_jobs d
-                        WHERE d.queue = ANY($1::text[]) AND d.run_at <= now()))
+                        WHERE d.queue = ANY($1::text[]) AND d.run_at <= clock_timestamp()))
 """
 
 
