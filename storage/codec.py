@@ -301,11 +301,36 @@ def _plain_json_text(value: object) -> bytes | None:
     # Nesting deeper than MAX_DEPTH needs more than MAX_DEPTH opening brackets.
     if len(raw) > 2 * MAX_DEPTH and raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
         return None
+    if _flat_and_plain(value, raw):
+        return raw
     try:
         plain = orjson.loads(raw) == value
     except Exception:  # an enum member's own __eq__ may raise
         return None
     return raw if plain else None
+
+
+_FLAT_ITEM_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_and_plain(value: Any, raw: bytes) -> bool:
+    """True for one of exact str, int, float, bool or None, or a dict or list of them, the
+    common outputs, whose text needs no read-back: orjson accepted it under ``_PLAIN_ONLY``
+    and writes these types as the walk does, except a NaN or infinity, which it writes as
+    ``null`` (so a float beside a ``null`` in the text takes the read-back). Four times
+    cheaper than reading back a 100 B object.
+    """
+    kind = type(value)
+    if kind is dict:
+        items: Iterable[object] = value.values()
+    elif kind is list:
+        items = value
+    elif kind in _FLAT_ITEM_TYPES:
+        return kind is not float or raw != b"null"
+    else:
+        return False
+    types = set(map(type, items))
+    return types <= _FLAT_ITEM_TYPES and (float not in types or b"null" not in raw)
 
 
 def to_json_text(value: object) -> bytes:

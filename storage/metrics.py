@@ -35,9 +35,14 @@ class OutputMetrics:
         )
         self._clock = clock
         self._last_warned: dict[tuple[str, str], float] = {}
+        self._recorded_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
 
     def recorded(self, kind: str, queue: str, outcome: str, size_bytes: int) -> None:
-        attributes = {"awa.job.kind": kind, "awa.job.queue": queue, "awa.job.outcome": outcome}
+        key = (kind, queue, outcome)
+        attributes = self._recorded_attributes.get(key)
+        if attributes is None:  # built once per kind, queue and outcome: this runs per job
+            attributes = {"awa.job.kind": kind, "awa.job.queue": queue, "awa.job.outcome": outcome}
+            self._recorded_attributes[key] = attributes
         self._recorded.add(1, attributes)
         self._size.record(size_bytes, attributes)
 
