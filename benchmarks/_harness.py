@@ -29,6 +29,7 @@ import asyncio
 import atexit
 import contextlib
 import datetime as dt
+import gc
 import importlib
 import os
 import platform
@@ -38,6 +39,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
 
 __all__ = [
     "Connection",
+    "GcClock",
     "ResultFiles",
     "ServerCpu",
     "Stat",
@@ -270,6 +273,35 @@ class ServerCpu:
             if child is not None and int(child[1]) == self.postmaster:
                 ticks += int(child[11]) + int(child[12])
         return ticks / os.sysconf("SC_CLK_TCK")
+
+
+class GcClock:
+    """CPU time this process spends in the cyclic garbage collector, per generation.
+
+    A runtime with hundreds of attempts in flight keeps each attempt's objects alive across
+    a completion flush, so they survive into the older generations whose collections walk
+    every tracked object; this measures that share of the client's CPU. Use as a context
+    manager around the measured window (it hooks ``gc.callbacks``).
+    """
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.collections[info["generation"]] += 1
+            self.seconds += time.thread_time() - self._started
+
+    def __enter__(self) -> GcClock:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

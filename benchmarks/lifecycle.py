@@ -52,6 +52,7 @@ from benchmarks._engine import (
 )
 from benchmarks._harness import (
     Connection,
+    GcClock,
     ServerCpu,
     Stat,
     Table,
@@ -156,6 +157,8 @@ class RunSample:
     autovacuum_runs: int
     cpu_seconds: float
     server_cpu_seconds: float | None
+    gc_seconds: float
+    gc_collections: list[int]
     timer: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
@@ -177,6 +180,10 @@ class RunSample:
     @property
     def cpu_us_per_job(self) -> float:
         return 1e6 * self.cpu_seconds / self.jobs
+
+    @property
+    def gc_us_per_job(self) -> float:
+        return 1e6 * self.gc_seconds / self.jobs
 
     @property
     def server_cpu_us_per_job(self) -> float | None:
@@ -207,6 +214,8 @@ class RunSample:
             "autovacuum_runs_in_window": self.autovacuum_runs,
             "client_cpu_seconds": self.cpu_seconds,
             "server_cpu_seconds": self.server_cpu_seconds,
+            "gc_seconds": self.gc_seconds,
+            "gc_collections_by_generation": self.gc_collections,
             "statement_timer": self.timer,
         }
 
@@ -262,13 +271,14 @@ async def run_once(
         cpu_started = time.process_time()
         server_started = server.seconds() if server else None
         started = time.perf_counter()
-        await insert_all(client, args, **options)
-        inserted = time.perf_counter()
-        wal_insert = await wal_bytes_since(conn, start_lsn)
-        run_started = time.perf_counter()
-        with statement_timer() as timer:
-            await client.run_until_idle(**config.runtime_options(concurrency))
-        finished = time.perf_counter()
+        with GcClock() as gc_clock:
+            await insert_all(client, args, **options)
+            inserted = time.perf_counter()
+            wal_insert = await wal_bytes_since(conn, start_lsn)
+            run_started = time.perf_counter()
+            with statement_timer() as timer:
+                await client.run_until_idle(**config.runtime_options(concurrency))
+            finished = time.perf_counter()
         cpu_seconds = time.process_time() - cpu_started
         server_finished = server.seconds() if server else None
         wal_total = await wal_bytes_since(conn, start_lsn)
@@ -300,6 +310,8 @@ async def run_once(
                 if server_finished is not None and server_started is not None
                 else None
             ),
+            gc_seconds=gc_clock.seconds,
+            gc_collections=gc_clock.collections,
             timer=timer.as_dict(),
         )
     finally:
@@ -631,6 +643,7 @@ class Summary:
     wal_ratio: Stat
     cpu_us: Stat
     cpu_delta: Stat
+    gc_us: Stat
     server_cpu_us: Stat | None
     total_cpu_ratio: Stat | None
     jobs_per_batch_row: float
@@ -669,6 +682,7 @@ class Summary:
                 "total_cpu_ratio": self.total_cpu_ratio,
             },
             "client_cpu_us_per_job": self.cpu_us,
+            "client_gc_us_per_job": self.gc_us,
             "server_cpu_us_per_job": self.server_cpu_us,
             "jobs_per_batch_row": self.jobs_per_batch_row,
             "jobs_per_claim_batch": self.jobs_per_claim,
@@ -724,6 +738,7 @@ def summarise(samples: Sequence[RunSample], plan: Plan) -> list[Summary]:
                     wal_ratio=Stat.paired_ratio(*paired(runs, base, lambda r: r.wal_per_job)),
                     cpu_us=Stat.of(s.cpu_us_per_job for s in runs),
                     cpu_delta=Stat.paired_diff(*paired(runs, base, lambda r: r.cpu_us_per_job)),
+                    gc_us=Stat.of(s.gc_us_per_job for s in runs),
                     server_cpu_us=(
                         Stat.of(s.server_cpu_us_per_job or 0.0 for s in runs)
                         if server_known
@@ -806,6 +821,7 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
             s.wal_ratio.fmt(".2f"),
             s.cpu_us.fmt(spread=False),
             s.cpu_delta.fmt(signed=True, spread=False),
+            s.gc_us.fmt(spread=False),
             s.server_cpu_us.fmt(spread=False) if s.server_cpu_us else "—",
             s.total_cpu_ratio.fmt(".3f") if s.total_cpu_ratio else "—",
             "—" if s.case.general else f"{s.jobs_per_batch_row:,.1f}",
@@ -827,6 +843,7 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
             "WAL x none",
             "client CPU µs/job",
             "Δ CPU vs none",
+            "of which GC",
             "server CPU µs/job",
             "client+server CPU x none",
             "jobs / batch row",
@@ -839,7 +856,9 @@ def wal_table(summaries: Sequence[Summary]) -> Table:
         caption=(
             "WAL: pg_current_wal_insert_lsn() diff around inserts + run, after CHECKPOINT, "
             "sole writer. Client CPU: process_time of the benchmark process (inserts, runtime, "
-            "handlers) per job; server CPU: the PostgreSQL processes' CPU time from /proc "
+            "handlers) per job, of which GC: time in the cyclic garbage collector "
+            "(gc.callbacks, benchmarks/_harness.py GcClock); server CPU: the PostgreSQL "
+            "processes' CPU time from /proc "
             "(benchmarks/_harness.py ServerCpu). Both are less sensitive than wall time to other "
             "load on the host. "
             "Claim/completion ms: wall time the runtime spent awaiting "
