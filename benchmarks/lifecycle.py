@@ -417,7 +417,7 @@ async def diagnose(dsn: str, conn: Connection, plan: Plan) -> tuple[str, list[St
                     [i.lane_seq for i in items],
                     [i.attempt for i in items],
                     finalize.split_parts(items),
-                    [None] * len(items),
+                    None,  # no outputs
                     sorted({i.ref.claim_id for i in items}),
                 )
                 for repeat in range(plan.diagnose_repeats + 1):  # the first warms up

@@ -23,6 +23,7 @@ from storage.db import Conn
 from storage.payload import Payload
 
 MAX_BATCH_OUTPUT_BYTES = 64 * 1024
+OUTPUT_SEPARATOR = "\x1e"  # ASCII record separator; see COMPLETE_COMPACT
 
 # Locks, transaction-scoped, in the bigint advisory key space: a claim batch is keyed by its
 # claim_id, an attempt by minus its job_id, so the two never collide. A compact flush takes
@@ -35,10 +36,14 @@ LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xac
 # Compact completion: one receipt_completion_batches row per (claim batch, part) and no
 # per-job row. Outputs are aggregated in the same order as job_ids, so a job that drops out
 # as stale shifts nothing.
+# $7 carries the outputs as one text, OUTPUT_SEPARATOR between them and '' for "none" (NULL
+# when the flush has none): a json[] parameter cost the client 0.5 µs more per job to encode.
+# The separator, an ASCII control character, cannot appear raw in JSON text, and JSON text is
+# never empty.
 COMPLETE_COMPACT = """
 WITH req AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::int[],
-                         $6::int[], $7::json[])
+                         $6::int[], string_to_array($7::text, E'\\x1e', '')::json[])
         AS r(job_id, run_lease, claim_id, lane_seq, attempt, part, output)
 -- MATERIALIZED: inlined, the planner re-ran these unnests once per request row, which made
 -- a flush quadratic in its claim batch (120 ms for 512 jobs instead of 18 ms).
@@ -222,6 +227,12 @@ async def complete_compact(
     """Complete many attempts on the compact path in one transaction (one flush)."""
     parts = split_parts(items)
     claim_ids = sorted({item.ref.claim_id for item in items})
+    texts = [i.output_text for i in items]
+    outputs = (
+        OUTPUT_SEPARATOR.join([t or "" for t in texts])
+        if outputs_supported and texts.count(None) < len(texts)
+        else None
+    )
     async with conn.transaction():
         await lock_claims(conn, claim_ids)
         rows = await conn.fetch(
@@ -232,7 +243,7 @@ async def complete_compact(
             [i.lane_seq for i in items],
             [i.attempt for i in items],
             parts,
-            [i.output_text if outputs_supported else None for i in items],
+            outputs,
             claim_ids,
         )
         written = {r["job_id"]: Outcome(r["outcome"]) for r in rows}

@@ -17,12 +17,14 @@ from storage import (
     RetryAfter,
     Snooze,
     WaitForCallback,
+    encode_output,
 )
 from storage.claim import claim_batch
 from storage.finalize import (
     MAX_BATCH_OUTPUT_BYTES,
     AttemptRef,
     CompactCompletion,
+    Outcome,
     complete_compact,
     split_parts,
 )
@@ -104,6 +106,7 @@ async def test_ten_thousand_hundred_byte_outputs_stay_on_the_compact_path(
 async def test_batches_split_once_outputs_pass_64_kib(
     client: Client, conn: asyncpg.Connection
 ) -> None:
+    handler_returning(client, None)  # makes the kind known, whatever ran before
     await client.insert_many([Work(n=i) for i in range(40)], kind="work")
     async with client.pool.acquire() as c:
         claimed = await claim_batch(c, ["default"], 40, 60)
@@ -132,6 +135,29 @@ async def test_batches_split_once_outputs_pass_64_kib(
         got = await client.get_job(j.job_id)
         assert got is not None
         assert got.output_text == (text if j.job_id % 2 else None)
+
+
+async def test_one_flush_keeps_each_output_in_its_place(client: Client) -> None:
+    """The flush sends its outputs as one separated text: a separator or an empty string
+    inside an output, and jobs without one, must not shift or merge anything."""
+    values: list[object] = ["", "a\x1eb", None, {"": "\x1e", "n": [1, 2]}, [], "\n", None]
+    handler_returning(client, None)  # makes the kind known
+    await client.insert_many([Work(n=i) for i in range(len(values))], kind="work")
+    async with client.pool.acquire() as c:
+        claimed = await claim_batch(c, ["default"], len(values), 60)
+        texts = [encode_output(values[i]) for i in range(len(claimed))]
+        items = [
+            CompactCompletion(
+                AttemptRef(j.job_id, j.run_lease, j.claim_id), j.lane_seq, 1, t, False
+            )
+            for j, t in zip(claimed, texts, strict=True)
+        ]
+        outcomes = await complete_compact(c, items, outputs_supported=True)
+    assert set(outcomes.values()) == {Outcome.WRITTEN}
+    for j, text in zip(claimed, texts, strict=True):
+        got = await client.get_job(j.job_id)
+        assert got is not None
+        assert got.output_text == text
 
 
 def test_the_batch_split_counts_utf8_bytes_not_characters() -> None:
