@@ -94,7 +94,10 @@ class OutputSlot:
         except Exception:
             self._store(None)
             raise
-        self._store(text)
+        with self._lock:  # _store, inlined: this runs once per job
+            if self._sealed:
+                raise OutputError("sealed", _SEALED_MESSAGE)
+            self._text = text
 
     def _store(self, text: str | None) -> None:
         with self._lock:

@@ -198,6 +198,7 @@ flat_values = st.one_of(
     flat_items,
     st.dictionaries(st.text(max_size=6), flat_items, max_size=6),
     st.lists(flat_items, max_size=6),
+    st.lists(flat_items, min_size=9, max_size=14),  # past the inline loop's length
 )
 
 
@@ -207,6 +208,7 @@ flat_values = st.one_of(
 @example(-math.inf)
 @example({"rows": 3, "ratio": math.nan})
 @example([1.5, None, math.inf])
+@example([*range(10), math.nan])
 def test_the_shortcut_on_flat_containers_answers_only_with_the_walks_text(value: object) -> None:
     shortcut = codec._plain_json_text(value)
     event(f"shortcut: {'answered' if shortcut is not None else 'declined'}")
