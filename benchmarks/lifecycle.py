@@ -551,8 +551,9 @@ def encode_table(samples: Sequence[EncodeSample], summaries: Sequence[Summary]) 
         tuple(rows),
         caption=(
             "CPU on the runtime's event loop per recorded output, over the run's 1,024-value "
-            "pool. Plain JSON values are serialized by orjson and checked by reading them "
-            "back (storage/codec.py _plain_json_text); others take the Python walk."
+            "pool. Plain JSON values are serialized by orjson, then a flat value's item types "
+            "are checked and a nested one is read back (storage/codec.py _plain_json_text); "
+            "others take the Python walk."
         ),
     )
 

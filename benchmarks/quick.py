@@ -3,7 +3,8 @@
 Run as ``python -m benchmarks.quick [--dsn DSN] [--out DIR] [--skip NAME ...]``.
 
 Runs, in order, each with ``--quick``: ``completion_statements``, ``lifecycle``,
-``output_cost``, ``get_job_latency``, ``retry_storm``, ``browser_pages``. Each starts (and
+``instructions`` (needs valgrind), ``output_cost``, ``get_job_latency``, ``retry_storm``,
+``browser_pages``. Each starts (and
 stops) its own embedded PostgreSQL unless ``--dsn`` is given, prints its tables and writes
 its JSON and Markdown into ``--out``. A failing benchmark is reported and the rest still
 run; the exit status is non-zero if any failed. Budget: well under 10 minutes on 2 cores.
@@ -25,6 +26,7 @@ from benchmarks._harness import Table, print_table
 BENCHMARKS = (
     "completion_statements",
     "lifecycle",
+    "instructions",
     "output_cost",
     "get_job_latency",
     "retry_storm",
