@@ -122,7 +122,8 @@ def count_instructions(dsn: str, case: str, jobs: int, concurrency: int, seed: i
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
-        raise RuntimeError(f"callgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
+        detail = done.stderr[-2000:].replace(dsn, "<dsn>")  # valgrind echoes the command
+        raise RuntimeError(f"callgrind run failed ({done.returncode}): {detail}")
     return int(found.group(1))
 
 

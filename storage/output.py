@@ -94,10 +94,7 @@ class OutputSlot:
         except Exception:
             self._store(None)
             raise
-        with self._lock:  # _store, inlined: this runs once per job
-            if self._sealed:
-                raise OutputError("sealed", _SEALED_MESSAGE)
-            self._text = text
+        self._store(text)
 
     def _store(self, text: str | None) -> None:
         with self._lock:

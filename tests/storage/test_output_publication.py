@@ -145,7 +145,8 @@ async def test_one_flush_keeps_each_output_in_its_place(client: Client) -> None:
     await client.insert_many([Work(n=i) for i in range(len(values))], kind="work")
     async with client.pool.acquire() as c:
         claimed = await claim_batch(c, ["default"], len(values), 60)
-        texts = [encode_output(values[i]) for i in range(len(claimed))]
+        assert len(claimed) == len(values)
+        texts = [encode_output(value) for value in values]
         items = [
             CompactCompletion(
                 AttemptRef(j.job_id, j.run_lease, j.claim_id), j.lane_seq, 1, t, False
