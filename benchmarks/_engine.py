@@ -27,7 +27,7 @@ import orjson
 
 from benchmarks._harness import Connection, ident
 from benchmarks.completion_statements import MANY_KEYS, NUMERIC, SMALL, Shape
-from storage import Client, migrate
+from storage import Client, Job, migrate
 
 __all__ = [
     "INSERT_BATCH",
@@ -47,6 +47,7 @@ __all__ = [
     "new_queue_schema",
     "output_values",
     "prepare",
+    "register_lifecycle_handler",
     "shuffled",
     "statement_timer",
 ]
@@ -180,6 +181,23 @@ def output_values(shape: Shape, size: int, seed: int) -> list[Any]:
         if len(text) > 4096:
             raise AssertionError(f"{shape.key} output is {len(text)} B, over the 4 KiB cap")
     return values
+
+
+def register_lifecycle_handler(client: Client, outputs: Sequence[Any] | None) -> None:
+    """The lifecycle benchmarks' handler: a no-op, or one that records output ``i`` mod the
+    pool's size (``lifecycle`` and ``instructions`` must measure the same handler)."""
+    if outputs is None:
+
+        @client.task(Noop)
+        async def noop(job: Job[Noop]) -> None:
+            return None
+
+    else:
+        pool = outputs
+
+        @client.task(Noop)
+        async def with_output(job: Job[Noop]) -> None:
+            job.set_output(pool[job.args.i % len(pool)])
 
 
 def shuffled(items: Iterable[Any], seed: int) -> list[Any]:

@@ -44,6 +44,7 @@ from benchmarks._engine import (
     new_queue_schema,
     output_values,
     prepare,
+    register_lifecycle_handler,
 )
 from benchmarks._harness import (
     Connection,
@@ -56,7 +57,7 @@ from benchmarks._harness import (
     print_table,
     write_results,
 )
-from storage import Client, Job
+from storage import Client
 
 NAME = "instructions"
 OUTPUT_POOL = 1_024
@@ -80,19 +81,8 @@ async def child(dsn: str, case: str, jobs: int, concurrency: int, seed: int) -> 
     schema = await new_queue_schema(conn, "bench_ins")
     client = await Client.connect(dsn, schema)
     try:
-        if case == "small100":
-            pool = output_values(SMALL, OUTPUT_POOL, seed)
-
-            @client.task(Noop)
-            async def with_output(job: Job[Noop]) -> None:
-                job.set_output(pool[job.args.i % len(pool)])
-
-        else:
-
-            @client.task(Noop)
-            async def noop(job: Job[Noop]) -> None:
-                return None
-
+        outputs = output_values(SMALL, OUTPUT_POOL, seed) if case == "small100" else None
+        register_lifecycle_handler(client, outputs)
         await insert_all(client, [Noop(i) for i in range(jobs)])
         await client.run_until_idle(concurrency=concurrency, maintenance_interval=None)
     finally:

@@ -48,6 +48,7 @@ from benchmarks._engine import (
     new_queue_schema,
     output_values,
     prepare,
+    register_lifecycle_handler,
     statement_timer,
 )
 from benchmarks._harness import (
@@ -250,19 +251,7 @@ async def run_once(
     schema = await new_queue_schema(conn, "bench_lc")
     client = await Client.connect(dsn, schema, max_connections=config.max_connections)
     try:
-        if values is None:
-
-            @client.task(Noop)
-            async def noop(job: Job[Noop]) -> None:
-                return None
-
-        else:
-            pool = values
-
-            @client.task(Noop)
-            async def with_output(job: Job[Noop]) -> None:
-                job.set_output(pool[job.args.i % len(pool)])
-
+        register_lifecycle_handler(client, values)
         args = [Noop(i) for i in range(jobs)]
         options: dict[str, Any] = {"tags": ["x"]} if case.general else {}
         await checkpoint(conn)
