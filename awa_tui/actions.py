@@ -35,16 +35,19 @@ class ActionInfo:
     label: str  # "Retry"
     verb: str  # "retried"
     allowed: str  # states named in refusals
+    keep: str  # the confirmation's button that leaves the jobs as they are
 
 
 ACTIONS: dict[JobAction, ActionInfo] = {
-    JobAction.RETRY: ActionInfo("Retry", "retried", "failed or cancelled"),
+    JobAction.RETRY: ActionInfo("Retry", "retried", "failed or cancelled", "Don't retry"),
     JobAction.CANCEL: ActionInfo(
-        "Cancel", "cancelled", "available, scheduled, retryable, running or waiting"
+        "Cancel", "cancelled", "available, scheduled, retryable, running or waiting", "Keep"
     ),
-    JobAction.DELETE: ActionInfo("Delete", "deleted", "completed, failed or cancelled"),
-    JobAction.RETRY_DLQ: ActionInfo("Retry from DLQ", "retried from the DLQ", "dead-lettered"),
-    JobAction.PURGE_DLQ: ActionInfo("Purge from DLQ", "purged", "dead-lettered"),
+    JobAction.DELETE: ActionInfo("Delete", "deleted", "completed, failed or cancelled", "Keep"),
+    JobAction.RETRY_DLQ: ActionInfo(
+        "Retry from DLQ", "retried from the DLQ", "dead-lettered", "Leave in DLQ"
+    ),
+    JobAction.PURGE_DLQ: ActionInfo("Purge from DLQ", "purged", "dead-lettered", "Keep"),
 }
 
 _STATES: dict[JobAction, frozenset[JobState]] = {
@@ -62,6 +65,14 @@ _STATES: dict[JobAction, frozenset[JobState]] = {
     JobAction.RETRY_DLQ: frozenset(),
     JobAction.PURGE_DLQ: frozenset(),
 }
+
+
+def confirm_labels(action: JobAction, count: int) -> tuple[str, str]:
+    """The two buttons of a confirmation, each naming what it does: ("Cancel job", "Keep")."""
+    info = ACTIONS[action]
+    label = info.label.replace(" from DLQ", "")
+    target = "job" if count == 1 else f"{count:,} jobs"
+    return f"{label} {target}", info.keep
 
 
 def state_label(row: JobRow) -> str:

@@ -7,7 +7,7 @@ asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -15,16 +15,20 @@ from typing import ClassVar
 
 import orjson
 from textual import work
+from textual.actions import ActionParseResult
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from awa_tui.actions import ACTIONS, JobAction
+from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.errors import describe, exit_code
 from awa_tui.messages import ClientConnected, JobsChanged
 from awa_tui.query import TABS, JobQuery
+from awa_tui.screens.base import AwaScreen
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
 from storage import AwaError, Client, JobKindDescriptor, JobRow
@@ -149,6 +153,27 @@ class AwaApp(App[int]):
         message = describe(exc)
         self.notify(message.text, title=message.title, severity=message.severity, timeout=8)
 
+    async def run_action(
+        self,
+        action: str | ActionParseResult,
+        default_namespace: DOMNode | None = None,
+        namespaces: Mapping[str, DOMNode] | None = None,
+    ) -> bool:
+        """Run ``action``; a screen's action that does not apply says why instead.
+
+        Textual swallows a key whose action ``check_action`` refuses; here the screen's
+        ``binding_reason`` (the same one that dims it in the footer) becomes a notification.
+        """
+        if isinstance(action, str) and isinstance(default_namespace, AwaScreen):
+            namespace, name, parameters = parse_action(action)
+            screen = default_namespace
+            if not namespace and not screen.check_action(name, parameters):
+                reason = screen.binding_reason(name)
+                if reason is not None:
+                    self.notify(reason, title="Not available", severity="warning", timeout=5)
+                    return True
+        return await super().run_action(action, default_namespace, namespaces)
+
     # -- writes (every caller confirms first) ------------------------------------------------
     def broadcast_changed(self, job_ids: list[int]) -> None:
         for screen in self.screen_stack:
@@ -201,7 +226,8 @@ class AwaApp(App[int]):
                 f"{info.label} {count:,} jobs?",
                 f"{info.label} every one of the {count:,} {query.describe()} "
                 f"(counted just now). Jobs that no longer match when the action runs are skipped.",
-                confirm_label=f"{info.label} {count:,}",
+                confirm_label=confirm_labels(action, count)[0],
+                keep_label=info.keep,
                 danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
             )
         )

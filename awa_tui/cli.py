@@ -27,7 +27,7 @@ import sys
 from collections.abc import Sequence
 
 from awa_tui.errors import EXIT_OK, EXIT_USAGE, describe, exit_code
-from awa_tui.query import TABS
+from awa_tui.query import TAB_NAMES, tab_named
 from storage import AwaError, Client, ConfigError, migrate
 from storage.db import check_schema_name, redact_dsn
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--job", type=int, metavar="ID", help="open this job's detail at start")
     parser.add_argument("--kind", metavar="KIND", help="start with the browser filtered to KIND")
     parser.add_argument(
-        "--state", choices=TABS, metavar="STATE", help=f"start on a state tab: {', '.join(TABS)}"
+        "--state", metavar="STATE", help=f"start on a state tab: {', '.join(TAB_NAMES)}"
     )
     parser.add_argument(
         "--demo", action="store_true", help="embedded PostgreSQL with a live demo workload"
@@ -92,6 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.refresh < 0:
         return fail("--refresh must be 0 (paused) or a number of seconds.", EXIT_USAGE)
+    if args.state is not None:
+        tab = tab_named(args.state)
+        if tab is None:
+            return fail(
+                f"--state {args.state!r} is not a state; choose one of {', '.join(TAB_NAMES)}.",
+                EXIT_USAGE,
+            )
+        args.state = tab
     try:
         check_schema_name(args.schema)
     except ConfigError as exc:

@@ -40,6 +40,22 @@ TAB_LABELS = {
     "dlq": "DLQ",
 }
 
+TAB_KEYS = {tab: str((index + 1) % 10) for index, tab in enumerate(TABS)}
+"""One key per tab, as in k9s: ``1`` All, ``2`` Available, ... ``0`` DLQ."""
+
+
+def tab_named(name: str) -> str | None:
+    """The tab a person means by ``name``: a tab id or its label, any case (``waiting``)."""
+    wanted = name.strip().lower()
+    for tab in TABS:
+        if wanted in (tab, TAB_LABELS[tab].lower()):
+            return tab
+    return None
+
+
+TAB_NAMES = tuple(TAB_LABELS[tab].lower() for tab in TABS)
+"""What ``--state`` accepts (besides the tab ids): ``all, available, ..., waiting, ..., dlq``."""
+
 
 class FilterSyntaxError(ValueError):
     """The filter text could not be read."""

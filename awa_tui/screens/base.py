@@ -1,8 +1,14 @@
-"""What every screen of the console shares: the app typed, the banner, help reasons."""
+"""What every screen of the console shares: the app typed, the banner, why a key does not apply.
+
+``binding_reason`` is the one place a screen decides whether an action applies and, if not,
+why. ``check_action`` derives the footer state from it (dimmed, or hidden for writes in
+read-only mode), and the app (``AwaApp.run_action``) turns a refused key press into a
+notification with the same reason, so no key ever does nothing silently.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual.screen import Screen
 
@@ -15,6 +21,9 @@ if TYPE_CHECKING:
 
 class AwaScreen(Screen[None]):
     """A full screen of the console. Subclasses compose a ``ModeBanner`` under the header."""
+
+    WRITE_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+    """Actions that write; hidden from the footer when writes are impossible."""
 
     @property
     def awa(self) -> AwaApp:
@@ -32,6 +41,18 @@ class AwaScreen(Screen[None]):
         self._show_modes()
 
     def binding_reason(self, action: str) -> str | None:
-        """Why ``action`` is unavailable right now (shown in help); None when it is available."""
+        """Why ``action`` does not apply right now; None when it does.
+
+        Shown in help, and in a notification when its key is pressed anyway.
+        """
         del action
         return None
+
+    def hides(self, action: str) -> bool:
+        """Whether a refused ``action`` is left out of the footer rather than dimmed."""
+        return action in self.WRITE_ACTIONS and not self.awa.writable
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.binding_reason(action) is None:
+            return True
+        return False if self.hides(action) else None

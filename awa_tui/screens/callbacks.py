@@ -63,7 +63,8 @@ class CallbackFlows(AwaScreen):
                 f"Retry job {row.id}?",
                 f"Give the attempt back and run job {row.id} again now; callback "
                 f"{callback_id} stops being accepted.",
-                confirm_label="Retry",
+                confirm_label="Retry job",
+                keep_label="Keep waiting",
             ),
             confirmed,
         )

@@ -177,12 +177,21 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
         if not callback_id:
             self.notify("A callback id is needed.", title="Not completed", severity="warning")
             return
-        what = (
-            "without an output"
-            if check.stored_text is None
-            else f"with a {check.size:,}-byte output"
-        )
-        body = f"Complete job {self.row.id} via callback {callback_id} {what}?"
+        title = f"Complete job {self.row.id}?"
+        if check.stored_text is None and self.type_name is not None:
+            # The kind promises an output; completing without one is allowed but deliberate.
+            title = f"Complete job {self.row.id} without an output?"
+            body = (
+                f"Kind {self.row.kind} declares output {self.type_name}; complete without an "
+                f"output? Callback {callback_id}."
+            )
+        else:
+            what = (
+                "without an output"
+                if check.stored_text is None
+                else f"with a {check.size:,}-byte output"
+            )
+            body = f"Complete job {self.row.id} via callback {callback_id} {what}?"
         if payload.value is not None:
             body += " The payload is passed on and not stored."
 
@@ -191,7 +200,8 @@ class CompleteCallbackModal(ModalScreen[JobRow | None]):
                 self.complete(callback_id, check.value, payload.value)
 
         self.app.push_screen(
-            ConfirmModal(f"Complete job {self.row.id}?", body, confirm_label="Complete"), confirmed
+            ConfirmModal(title, body, confirm_label="Complete job", keep_label="Back to the form"),
+            confirmed,
         )
 
     @work(exclusive=True, exit_on_error=False, group="complete")

@@ -12,20 +12,31 @@ from textual.widgets import Button, Input, Label, Static
 
 
 class ConfirmModal(ModalScreen[bool]):
-    """``True`` when the person confirms. Enter or y confirms, esc or n cancels."""
+    """``True`` when the person confirms. Enter or y confirms, esc or n backs out.
+
+    Both buttons name what they do ("Cancel job" / "Keep"), never a bare "Cancel" that could
+    mean either.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,n", "cancel", "Cancel", id="confirm.cancel"),
+        Binding("escape,n", "cancel", "Back out", id="confirm.cancel"),
         Binding("y", "confirm", "Confirm", id="confirm.yes"),
     ]
 
     def __init__(
-        self, title: str, body: str, *, confirm_label: str = "Confirm", danger: bool = False
+        self,
+        title: str,
+        body: str,
+        *,
+        confirm_label: str,
+        keep_label: str,
+        danger: bool = False,
     ) -> None:
         super().__init__(classes="dialog-screen")
         self.title_text = title
         self.body = body
         self.confirm_label = confirm_label
+        self.keep_label = keep_label
         self.danger = danger
 
     def compose(self) -> ComposeResult:
@@ -38,7 +49,7 @@ class ConfirmModal(ModalScreen[bool]):
                     id="confirm",
                     variant="error" if self.danger else "primary",
                 )
-                yield Button("Cancel (n)", id="cancel")
+                yield Button(f"{self.keep_label} (n)", id="cancel")
 
     def on_mount(self) -> None:
         self.query_one("#confirm", Button).focus()

@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Label, Static
 
-from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
+from awa_tui.actions import ACTIONS, JobAction, callback_why_not, confirm_labels, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
@@ -23,12 +23,14 @@ from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
 from storage import JobKindDescriptor, JobRow
 
-JOB_WRITES = {"retry", "cancel", "delete", "purge"}
-CALLBACK_WRITES = {"complete_callback", "fail_callback", "retry_callback"}
+JOB_WRITES = frozenset({"retry", "cancel", "delete", "purge"})
+CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
 
 
 class JobDetailScreen(CallbackFlows, AwaScreen):
     """Everything about one job. ``e`` opens its error history, ``C`` completes its callback."""
+
+    WRITE_ACTIONS = JOB_WRITES | CALLBACK_WRITES
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="detail.back"),
@@ -154,12 +156,10 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         return text
 
     # -- bindings -----------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in JOB_WRITES | CALLBACK_WRITES and not self.awa.writable:
-            return False
+    def hides(self, action: str) -> bool:
         if action == "purge" and (self.row is None or self.row.dlq is None):
-            return False
-        return None if self.binding_reason(action) else True
+            return True  # purge only exists for dead-lettered jobs
+        return super().hides(action)
 
     def binding_reason(self, action: str) -> str | None:
         row = self.row
@@ -171,9 +171,11 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             return "The job is not loaded." if not self.loaded else f"Job {self.job_id} is gone."
         match action:
             case "errors":
-                return None if row.errors else "No errors recorded."
+                return None if row.errors else f"Job {row.id} has no errors recorded."
             case "pretty":
-                return None if row.output_text is not None else "No output to reformat."
+                if row.output_text is None:
+                    return f"Job {row.id} has no output to reformat."
+                return None
             case "schema":
                 if self.descriptor is None or self.descriptor.output_schema is None:
                     return f"Kind {row.kind} declares no output schema."
@@ -256,7 +258,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
                 f"{info.label} job {row.id}?",
                 f"{info.label} job {row.id} ({row.kind}, {row.state.value}, "
                 f"attempt {row.attempt} of {row.max_attempts})?",
-                confirm_label=info.label,
+                confirm_label=confirm_labels(action, 1)[0],
+                keep_label=info.keep,
                 danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
             ),
             done,

@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
-from awa_tui.actions import ACTIONS, JobAction
+from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.messages import JobsChanged, JobsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line
 from awa_tui.query import JobQuery
@@ -24,11 +24,13 @@ from storage import JobRow
 
 PAGE_SIZE = 50
 DLQ_QUERY = JobQuery(tab="dlq")
-WRITES = {"retry", "purge", "bulk_retry", "bulk_purge"}
+WRITES = frozenset({"retry", "purge", "bulk_retry", "bulk_purge"})
 
 
 class DlqScreen(AwaScreen):
     """Dead-lettered jobs, newest first. Enter opens one; R retries, P purges (confirmed)."""
+
+    WRITE_ACTIONS = WRITES
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="dlq.back"),
@@ -50,6 +52,7 @@ class DlqScreen(AwaScreen):
         self.rows: list[JobRow] = []
         self.marks: set[int] = set()
         self.has_more = False
+        self.loading = False
 
     def compose(self) -> ComposeResult:
         yield Header(icon="≡")
@@ -76,14 +79,25 @@ class DlqScreen(AwaScreen):
             table.add_column(label, key=key, width=width)
         table.focus()
         self.load(append=False)
+        refresh = self.awa.settings.refresh
+        if refresh > 0:  # live, like the job browser; the cursor stays on its entry
+            self.set_interval(refresh, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current and not self.loading:
+            self.load(append=False)
 
     @work(exclusive=True, exit_on_error=False, group="dlq")
     async def load(self, *, append: bool) -> None:
         client = await self.awa.client()
-        before = self.rows[-1].id if append and self.rows else None
-        limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
-        rows = await client.list_jobs(dlq=True, before_id=before, limit=limit)
-        self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
+        self.loading = True
+        try:
+            before = self.rows[-1].id if append and self.rows else None
+            limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
+            rows = await client.list_jobs(dlq=True, before_id=before, limit=limit)
+            self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
+        finally:
+            self.loading = False
 
     def on_jobs_loaded(self, message: JobsLoaded) -> None:
         table = self.query_one(DataTable)
@@ -171,11 +185,6 @@ class DlqScreen(AwaScreen):
             )
         box.update(Group(*lines))
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in WRITES and not self.awa.writable:
-            return False
-        return None if self.binding_reason(action) else True
-
     def binding_reason(self, action: str) -> str | None:
         if action in WRITES and not self.awa.writable:
             return self.awa.read_only_reason
@@ -247,6 +256,8 @@ class DlqScreen(AwaScreen):
         else:
             return
 
+        confirm_label, keep_label = confirm_labels(action, len(ids))
+
         def done(confirmed: bool | None) -> None:
             if confirmed:
                 self.marks.difference_update(ids)
@@ -261,7 +272,8 @@ class DlqScreen(AwaScreen):
                     if action is JobAction.PURGE_DLQ
                     else " They go back to their queue with attempt 0; their error history is kept."
                 ),
-                confirm_label=info.label,
+                confirm_label=confirm_label,
+                keep_label=keep_label,
                 danger=action is JobAction.PURGE_DLQ,
             ),
             done,

@@ -148,9 +148,6 @@ class ErrorHistoryScreen(AwaScreen):
                 f"output replaced it ({where}).",
             )
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return None if self.binding_reason(action) else True
-
     def binding_reason(self, action: str) -> str | None:
         if action == "kept" and self.kept is None:
             return "No entry kept an output."

@@ -11,9 +11,9 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from awa_tui.actions import ACTIONS, JobAction, why_not
+from awa_tui.actions import ACTIONS, JobAction, confirm_labels, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
-from awa_tui.query import FilterSyntaxError, JobQuery
+from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.pickers import BulkActionModal
@@ -26,11 +26,13 @@ from storage import JobRow
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
 INTERVALS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-WRITE_ACTIONS = {"retry", "cancel", "delete", "bulk_matching"}
+WRITE_ACTIONS = frozenset({"retry", "cancel", "delete", "bulk_matching"})
 
 
 class JobsScreen(AwaScreen):
     """Which jobs failed, which are stuck, what just happened. Enter opens a job."""
+
+    WRITE_ACTIONS = WRITE_ACTIONS
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_job", "Open", id="jobs.open"),
@@ -50,6 +52,10 @@ class JobsScreen(AwaScreen):
             key_display="]",
             show=False,
             id="jobs.next",
+        ),
+        *(
+            Binding(key, f"select_tab('{tab}')", TAB_LABELS[tab], show=False, id=f"jobs.tab.{tab}")
+            for tab, key in TAB_KEYS.items()
         ),
         Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
         Binding("n", "next_page", "More", show=False, id="jobs.more"),
@@ -223,7 +229,7 @@ class JobsScreen(AwaScreen):
             else f"live refresh every {self.interval:g}s (p pauses, +/-)"
         )
         parts.append(live)
-        parts.append("[ ] tabs · ? keys")
+        parts.append("1-0 tabs · ? keys")
         self.query_one("#status", Static).update(" · ".join(parts))
 
     # -- events -------------------------------------------------------------------------------
@@ -251,20 +257,15 @@ class JobsScreen(AwaScreen):
             self.action_next_page()
 
     # -- actions ------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in WRITE_ACTIONS and not self.awa.writable:
-            return False
-        return None if self.binding_reason(action) else True
-
     def binding_reason(self, action: str) -> str | None:
         job = self.table.current_job if self.is_mounted else None
+        if action in WRITE_ACTIONS and not self.awa.writable:
+            return self.awa.read_only_reason
         if action in ("open_job", "copy", "save", "toggle_mark") and job is None:
             return "No job is selected."
         if action == "next_page" and not self.has_more:
             return "This is the last page."
         if action in ("retry", "cancel", "delete"):
-            if not self.awa.writable:
-                return self.awa.read_only_reason
             if self.marks:
                 return None
             if job is None:
@@ -290,6 +291,9 @@ class JobsScreen(AwaScreen):
 
     def action_tab(self, delta: int) -> None:
         self.query_state = self.query_state.with_tab(self.query_one(StateTabs).step(delta))
+
+    def action_select_tab(self, tab: str) -> None:
+        self.query_state = self.query_state.with_tab(tab)
 
     def action_toggle_mark(self) -> None:
         job = self.table.current_job
@@ -369,6 +373,7 @@ class JobsScreen(AwaScreen):
         else:
             return
         info = ACTIONS[action]
+        confirm_label, keep_label = confirm_labels(action, len(ids))
 
         def done(confirmed: bool | None) -> None:
             if confirmed:
@@ -378,7 +383,8 @@ class JobsScreen(AwaScreen):
             ConfirmModal(
                 f"{info.label}?",
                 f"{info.label} {subject}? Jobs that are not {info.allowed} are refused.",
-                confirm_label=info.label,
+                confirm_label=confirm_label,
+                keep_label=keep_label,
                 danger=action is not JobAction.RETRY and action is not JobAction.RETRY_DLQ,
             ),
             done,

@@ -144,9 +144,6 @@ class KindsScreen(AwaScreen):
             self.query_one(f"#kind-{name}").display = shown
         self.refresh_bindings()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return None if self.binding_reason(action) else True
-
     def binding_reason(self, action: str) -> str | None:
         current = self.current if self.is_mounted else None
         if action == "jobs" and current is None:

@@ -9,12 +9,12 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from awa_tui.query import TAB_LABELS, TABS
+from awa_tui.query import TAB_KEYS, TAB_LABELS, TABS
 from storage import JobState, StateCounts
 
 
 class StateTabs(Static):
-    """``All 1,204  Available 3  ...``; the active tab is reversed. Click, or ``[``/``]``."""
+    """``1 All 1,204  2 Available 3 ...``; the active tab reversed. Click, a digit, ``[``/``]``."""
 
     DEFAULT_CSS = """
     StateTabs { height: auto; padding: 0 1; }
@@ -54,7 +54,9 @@ class StateTabs(Static):
         parts = []
         for tab in TABS:
             count = self.count_of(tab)
-            label = escape(f" {TAB_LABELS[tab]}" + ("" if count is None else f" {count:,}") + " ")
+            key = f"[dim]{TAB_KEYS[tab]}[/]" if tab != self.active else TAB_KEYS[tab]
+            text = escape(f"{TAB_LABELS[tab]}" + ("" if count is None else f" {count:,}") + " ")
+            label = f" {key} {text}"
             if tab == self.active:
                 label = f"[reverse bold]{label}[/]"
             elif tab in ("failed", "dlq") and count:
