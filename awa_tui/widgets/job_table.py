@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
@@ -34,6 +35,29 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("error", "last error", None),
 )
 ERROR_WIDTH = 60
+MIN_ERROR = 24  # at least this much of the last error stays on screen
+NARROW_KIND = 16
+SHRINK_STEPS: tuple[str, ...] = ("queue", "attempt", "kind", "time")
+"""How the table fits a narrow terminal, in order: drop queue, drop att, narrow kind, drop when.
+id, kind, state and last error always stay."""
+
+
+def fit_columns(width: int) -> tuple[tuple[str, str, int | None], ...]:
+    """The columns shown in ``width`` cells, so the last error keeps ``MIN_ERROR`` of them."""
+    columns = list(COLUMNS)
+
+    def needed() -> int:  # each cell has one cell of padding on both sides; 2 for a scrollbar
+        return sum((w if w is not None else MIN_ERROR) + 2 for _k, _l, w in columns) + 2
+
+    for step in SHRINK_STEPS:
+        if needed() <= width:
+            break
+        if step == "kind":
+            columns = [(k, lbl, NARROW_KIND if k == "kind" else w) for k, lbl, w in columns]
+        else:
+            columns = [column for column in columns if column[0] != step]
+    return tuple(columns)
+
 
 Lookup = Callable[[str], JobKindDescriptor | None]
 
@@ -68,10 +92,38 @@ class JobTable(DataTable[Text | str]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.jobs: list[JobRow] = []
+        self.shown_columns: tuple[tuple[str, str, int | None], ...] = ()
+        self._marks: Collection[int] = ()
+        self._render_ctx: tuple[datetime, Lookup] | None = None
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
+        self._set_columns(fit_columns(self.size.width or 200))
+
+    def on_resize(self, event: events.Resize) -> None:
+        columns = fit_columns(event.size.width)
+        if columns == self.shown_columns:
+            return
+        keep = self.cursor_row
+        self.clear(columns=True)
+        self._set_columns(columns)
+        if self._render_ctx is not None:
+            now, describe = self._render_ctx
+            for row in self.jobs:
+                self.add_row(*self._cells(row, now, describe, self._marks), key=str(row.id))
+            if self.jobs:
+                self.move_cursor(row=min(keep, len(self.jobs) - 1), animate=False)
+
+    def _set_columns(self, columns: tuple[tuple[str, str, int | None], ...]) -> None:
+        self.shown_columns = columns
+        for key, label, width in columns:
             self.add_column(label, key=key, width=width)
+
+    def _cells(
+        self, row: JobRow, now: datetime, describe: Lookup, marks: Collection[int]
+    ) -> list[Text | str]:
+        values = job_cells(row, now, describe, row.id in marks)
+        cells = dict(zip((key for key, _l, _w in COLUMNS), values, strict=True))
+        return [cells[key] for key, _l, _w in self.shown_columns]
 
     @property
     def current_job(self) -> JobRow | None:
@@ -89,11 +141,12 @@ class JobTable(DataTable[Text | str]):
         append: bool = False,
     ) -> None:
         """Render ``rows``; unchanged rows are updated in place and the cursor stays on its job."""
+        self._render_ctx, self._marks = (now, describe), marks
         if append:
             for row in rows:
                 if str(row.id) not in self.rows:
                     self.jobs.append(row)
-                    self.add_row(*job_cells(row, now, describe, row.id in marks), key=str(row.id))
+                    self.add_row(*self._cells(row, now, describe, marks), key=str(row.id))
             return
         keep = self.current_job
         old_index = self.cursor_row
@@ -102,13 +155,13 @@ class JobTable(DataTable[Text | str]):
         if old_keys == new_keys:
             self.jobs = list(rows)
             for row in rows:
-                self._update_cells(row, job_cells(row, now, describe, row.id in marks))
+                self._update_cells(row, self._cells(row, now, describe, marks))
             return
         scroll_y = self.scroll_y
         self.clear()
         self.jobs = list(rows)
         for row in rows:
-            self.add_row(*job_cells(row, now, describe, row.id in marks), key=str(row.id))
+            self.add_row(*self._cells(row, now, describe, marks), key=str(row.id))
         if not rows:
             return
         index = min(old_index, len(rows) - 1)
@@ -119,7 +172,7 @@ class JobTable(DataTable[Text | str]):
         self.move_cursor(row=index, animate=False, scroll=False)
 
     def _update_cells(self, row: JobRow, cells: list[Text | str]) -> None:
-        for (column, _label, _width), value in zip(COLUMNS, cells, strict=True):
+        for (column, _label, _width), value in zip(self.shown_columns, cells, strict=True):
             try:
                 if self.get_cell(str(row.id), column) != value:
                     self.update_cell(str(row.id), column, value)
