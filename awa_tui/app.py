@@ -27,8 +27,7 @@ from awa_tui.messages import ClientConnected, JobsChanged
 from awa_tui.query import TABS, JobQuery
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
-from storage import AwaError, Client, JobKindDescriptor, JobRow
-from storage.db import redact_dsn
+from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn
 
 ClientFactory = Callable[[], Awaitable[Client]]
 

@@ -28,6 +28,8 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CONNECT = 3
 EXIT_SCHEMA = 4
+EXIT_INTERNAL = 70  # EX_SOFTWARE: an unexpected error reached the top level (a bug)
+EXIT_INTERRUPTED = 130  # SIGINT, as shells report it
 
 
 @dataclass(frozen=True)
