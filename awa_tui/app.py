@@ -87,7 +87,7 @@ class AwaApp(Guarded, App[int]):
         self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
         self._last_read = 0.0  # monotonic time of the last successful read
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
-        self.sub_title = f"{self._label} · {self.connection.header()}"
+        self.sub_title = f"{self.connection.header()} · {self._label}"
 
     # -- time and the client ------------------------------------------------------------------
     def now(self) -> datetime:
@@ -157,7 +157,7 @@ class AwaApp(Guarded, App[int]):
         return refresh if refresh > 0 else 2.0
 
     def watch_connection(self, old: ConnectionState, new: ConnectionState) -> None:
-        self.sub_title = f"{self._label} · {new.header()}"
+        self.sub_title = f"{new.header()} · {self._label}"
         if old.lost and not new.lost:
             self.notify("The connection to PostgreSQL is back.", title="Connection")
             self.broadcast_changed([])  # every screen reloads what it shows
