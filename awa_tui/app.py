@@ -7,6 +7,7 @@ asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from functools import partial
@@ -22,19 +23,28 @@ from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerFailed, WorkerState
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
-from awa_tui.errors import describe, exit_code
+from awa_tui.errors import EXIT_INTERNAL, describe, exit_code
 from awa_tui.messages import ClientConnected, JobsChanged
 from awa_tui.query import TABS, JobQuery
+from awa_tui.resilience import (
+    ConnectionState,
+    Guarded,
+    is_connection_error,
+    report_unexpected,
+    unexpected_summary,
+)
 from awa_tui.screens.base import AwaScreen
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
-from storage import AwaError, Client, JobKindDescriptor, JobRow
-from storage.db import redact_dsn
+from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, redact_secrets
 
 ClientFactory = Callable[[], Awaitable[Client]]
+
+# Worker groups that only read: their success means the database answered.
+READ_GROUPS = frozenset({"jobs", "counts", "job", "kinds", "dlq", "probe"})
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -42,7 +52,7 @@ DATABASE_READ_ONLY = (
 )
 
 
-class AwaApp(App[int]):
+class AwaApp(Guarded, App[int]):
     """awa-tui: inspect and repair jobs in Awa-style queue storage."""
 
     CSS_PATH = "app.tcss"
@@ -57,6 +67,9 @@ class AwaApp(App[int]):
 
     read_only_reason: reactive[str | None] = reactive(None)
     """Why writes are impossible (session or database), or None when they are possible."""
+
+    connection: reactive[ConnectionState] = reactive(ConnectionState, init=False)
+    """Live / lost since T, set by every read; the header and every screen's banner show it."""
 
     def __init__(
         self,
@@ -75,9 +88,10 @@ class AwaApp(App[int]):
         self.fatal_message: str | None = None
         if settings.read_only:
             self.set_reactive(AwaApp.read_only_reason, SESSION_READ_ONLY)
-        label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
+        self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
+        self._last_read = 0.0  # monotonic time of the last successful read
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
-        self.sub_title = label
+        self.sub_title = f"{self.connection.header()} · {self._label}"
 
     # -- time and the client ------------------------------------------------------------------
     def now(self) -> datetime:
@@ -109,6 +123,7 @@ class AwaApp(App[int]):
         if settings.initial_job is not None:
             self.push_screen(JobDetailScreen(settings.initial_job))
         self.connect()
+        self.set_interval(self.health_interval, self._check_health)
 
     @work(exclusive=True, exit_on_error=False, group="connect")
     async def connect(self) -> None:
@@ -138,6 +153,40 @@ class AwaApp(App[int]):
         kinds = await client.list_kinds()
         self.descriptors = {k.kind: k.descriptor for k in kinds if k.descriptor is not None}
 
+    # -- connection health --------------------------------------------------------------------
+    @property
+    def health_interval(self) -> float:
+        """How often the connection is checked when nothing else read (the refresh interval)."""
+        refresh = self.settings.refresh
+        return refresh if refresh > 0 else 2.0
+
+    def watch_connection(self, old: ConnectionState, new: ConnectionState) -> None:
+        self.sub_title = f"{new.header()} · {self._label}"
+        if old.lost and not new.lost:
+            self.notify("The connection to PostgreSQL is back.", title="Connection")
+            self.broadcast_changed([])  # every screen reloads what it shows
+
+    def note_read(self) -> None:
+        self._last_read = time.monotonic()
+        self.connection = self.connection.succeeded(self.now())
+
+    def note_lost(self, exc: BaseException) -> None:
+        reason = redact_secrets(describe(exc).text, self.settings.dsn)
+        self.connection = self.connection.failed(self.now(), reason)
+
+    def _check_health(self) -> None:
+        """Probe when lost (to recover by itself) or when no read succeeded for an interval."""
+        if self._client is None:
+            return
+        quiet = time.monotonic() - self._last_read >= self.health_interval
+        if self.connection.lost or quiet:
+            self.probe()
+
+    @work(exclusive=True, exit_on_error=False, group="probe")
+    async def probe(self) -> None:
+        client = await self.client()
+        await client.database_read_only()
+
     async def on_unmount(self) -> None:
         client, self._client = self._client, None
         if client is not None:
@@ -145,13 +194,40 @@ class AwaApp(App[int]):
 
     # -- errors -------------------------------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Every failed worker ends here: one user-facing message, never a traceback."""
-        if event.state is WorkerState.ERROR and event.worker.error is not None:
-            self.show_error(event.worker.error)
+        """Every worker ends here: reads set the connection state, failures become one
+        user-facing message, never a traceback."""
+        worker = event.worker
+        if event.state is WorkerState.SUCCESS and worker.group in READ_GROUPS:
+            self.note_read()
+        if event.state is not WorkerState.ERROR or worker.error is None:
+            return
+        if is_connection_error(worker.error):
+            self.note_lost(worker.error)
+            if worker.group in READ_GROUPS:
+                return  # the header and banner say so; no notification on every retry
+        self.show_error(worker.error)
 
     def show_error(self, exc: BaseException) -> None:
         message = describe(exc)
-        self.notify(message.text, title=message.title, severity=message.severity, timeout=8)
+        text = redact_secrets(message.text, self.settings.dsn)
+        self.notify(text, title=message.title, severity=message.severity, timeout=8)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's last resort. A failed worker leaves the app intact: report it and go on.
+        Anything else stopped a message loop Textual will not restart, so exit at once with one
+        line (type and place, no locals, no message) instead of a traceback with locals."""
+        if isinstance(error, WorkerFailed):
+            report_unexpected(self, error.error)
+            return
+        self._return_code = EXIT_INTERNAL
+        self.fatal_message = (
+            f"the console stopped on an unexpected error: {unexpected_summary(error)}. "
+            "This is a bug; please report it."
+        )
+        if self._exception is None:  # run_test re-raises it, so tests still see the failure
+            self._exception = error
+            self._exception_event.set()
+        self._close_messages_no_wait()
 
     async def run_action(
         self,
@@ -175,6 +251,13 @@ class AwaApp(App[int]):
         return await super().run_action(action, default_namespace, namespaces)
 
     # -- writes (every caller confirms first) ------------------------------------------------
+    def refuse_write(self) -> bool:
+        """While the connection is lost a write fails at once, with a message saying why."""
+        if not self.connection.lost:
+            return False
+        self.notify(self.connection.refusal(), title="Connection lost", severity="warning")
+        return True
+
     def broadcast_changed(self, job_ids: list[int]) -> None:
         for screen in self.screen_stack:
             screen.post_message(JobsChanged(list(job_ids)))
@@ -182,6 +265,8 @@ class AwaApp(App[int]):
     @work(exclusive=True, exit_on_error=False, group="write")
     async def run_job_action(self, action: JobAction, job_ids: list[int]) -> None:
         """One job through its own call, several through ``bulk_action``."""
+        if self.refuse_write():
+            return
         client = await self.client()
         info = ACTIONS[action]
         try:
@@ -210,6 +295,8 @@ class AwaApp(App[int]):
         """Count what the filter matches, confirm with that count, then act on all of it."""
         from awa_tui.screens.confirm import ConfirmModal
 
+        if self.refuse_write():
+            return
         client = await self.client()
         info = ACTIONS[action]
         if query.job_id is not None:

@@ -16,6 +16,11 @@ Exit codes:
     2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
     4  the schema is not migrated (run ``awa-tui migrate``)
+    70 an unexpected internal error stopped the console (a bug; one line on stderr, no locals)
+    130 interrupted (SIGINT / Ctrl-C outside the console)
+
+Once the console is open, a lost connection does not end it: the header says
+``connection lost, retrying`` and the console recovers by itself.
 """
 
 from __future__ import annotations
@@ -26,10 +31,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from awa_tui.errors import EXIT_OK, EXIT_USAGE, describe, exit_code
+from awa_tui.errors import (
+    EXIT_CONNECT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    describe,
+    exit_code,
+)
 from awa_tui.query import TAB_NAMES, tab_named
-from storage import AwaError, Client, ConfigError, migrate
-from storage.db import check_schema_name, redact_dsn
+from storage import AwaError, Client, ConfigError, migrate, redact_dsn, redact_secrets
+from storage.db import check_schema_name
 
 REFRESH_DEFAULT = 2.0
 
@@ -38,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="awa-tui",
         description="Inspect and repair jobs in Awa-style Postgres queue storage.",
-        epilog="Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated.",
+        epilog=(
+            "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
+            "70 internal error, 130 interrupted."
+        ),
     )
     parser.add_argument(
         "--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)"
@@ -77,8 +92,10 @@ def resolve_dsn(explicit: str | None, environ: dict[str, str] | None = None) -> 
     return None
 
 
-def fail(message: str, code: int) -> int:
-    print(f"awa-tui: {message}", file=sys.stderr)
+def fail(message: str, code: int, dsn: str | None = None) -> int:
+    """One line on stderr, passwords masked (those of ``dsn`` and ``PGPASSWORD`` too)."""
+    line = " ".join(redact_secrets(message, dsn).split())
+    print(f"awa-tui: {line}", file=sys.stderr)
     return code
 
 
@@ -89,6 +106,14 @@ async def preflight(dsn: str | None, schema: str, read_only: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The entry point: every way out returns one of the documented exit codes."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return fail("interrupted.", EXIT_INTERRUPTED)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.refresh < 0:
         return fail("--refresh must be 0 (paused) or a number of seconds.", EXIT_USAGE)
@@ -115,14 +140,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             applied = asyncio.run(migrate(dsn))
         except (AwaError, OSError) as exc:
-            return fail(describe(exc).text, exit_code(exc))
+            return fail(describe(exc).text, exit_code(exc), dsn)
         done = ", ".join(f"v{v:03d}" for v in applied) or "nothing (already up to date)"
         print(f"awa-tui: migrated {redact_dsn(dsn)}: applied {done}.")
         return EXIT_OK
     try:
         asyncio.run(preflight(dsn, args.schema, args.read_only))
     except (AwaError, OSError) as exc:
-        return fail(describe(exc).text, exit_code(exc))
+        return fail(describe(exc).text, exit_code(exc), dsn)
     return run_console(args, dsn)
 
 
@@ -141,7 +166,7 @@ def run_console(args: argparse.Namespace, dsn: str | None) -> int:
     )
     app.run()
     if app.fatal_message is not None:
-        return fail(app.fatal_message, app.return_code or 3)
+        return fail(app.fatal_message, app.return_code or EXIT_CONNECT, dsn)
     return app.return_code or EXIT_OK
 
 

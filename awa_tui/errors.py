@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from awa_tui.resilience import unexpected_summary
 from storage import (
     AwaError,
     CallbackNotFound,
@@ -28,6 +29,8 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CONNECT = 3
 EXIT_SCHEMA = 4
+EXIT_INTERNAL = 70  # EX_SOFTWARE: an unexpected error reached the top level (a bug)
+EXIT_INTERRUPTED = 130  # SIGINT, as shells report it
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,11 @@ def describe(exc: BaseException) -> UserMessage:
         case OSError():
             return UserMessage("System error", f"{type(exc).__name__}: {exc}")
         case _:
-            return UserMessage("Unexpected error", f"{type(exc).__name__}: {exc}")
+            # Its message could carry args, an output or a DSN: name the type and place only.
+            return UserMessage(
+                "Unexpected error",
+                f"{unexpected_summary(exc)}. The console keeps running; this is a bug.",
+            )
 
 
 def output_error_text(exc: OutputError) -> str:

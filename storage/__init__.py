@@ -35,6 +35,7 @@ from storage.models import (
     StateCounts,
 )
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 
 __all__ = [
@@ -73,4 +74,6 @@ __all__ = [
     "encode_output",
     "kind_of",
     "migrate",
+    "redact_dsn",
+    "redact_secrets",
 ]

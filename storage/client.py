@@ -250,7 +250,7 @@ class Client(Operations):
         jobs = [self.build_job(args, options) for args in args_list]
         if not jobs:
             return []
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             for kind in {job.kind for job in jobs} - self._tasks.keys():
                 if not await conn.fetchval(KIND_KNOWN, kind):
                     raise UnknownKind(
@@ -281,7 +281,7 @@ class Client(Operations):
 
     async def configure_queue(self, queue: str, *, dlq: bool) -> None:
         """Turn the dead-letter queue on or off for ``queue``."""
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             await conn.execute(SET_QUEUE, queue, dlq)
 
     # -- reads --------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ class Client(Operations):
             return await self._probe.present(conn)
 
     async def get_job(self, job_id: int) -> JobRow | None:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
 
     # -- callbacks ----------------------------------------------------------------------------
@@ -345,7 +345,7 @@ class Client(Operations):
 
     async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
         callbacks.validate_external_output(opts, None)  # fail before touching the database
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             supported = await self._probe.present(conn)
             job_id, stored, dropped = await callbacks.complete_external(
                 conn, callback_id, opts, outputs_supported=supported, declared=self._declared_output
@@ -390,7 +390,7 @@ class Client(Operations):
     async def fail_external(
         self, callback_id: str, error: str, *, run_lease: int | None = None
     ) -> JobRow | None:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
             row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
         if row is not None:  # committed: the job failed for good
@@ -400,7 +400,7 @@ class Client(Operations):
     async def retry_external(
         self, callback_id: str, *, run_lease: int | None = None
     ) -> JobRow | None:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
             row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
         if row is not None:  # committed: the job runs again
@@ -408,12 +408,12 @@ class Client(Operations):
         return row
 
     async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> None:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             await callbacks.heartbeat(conn, callback_id, timeout_seconds)
 
     async def resolve_callback(self, callback_id: str, payload: Any = None) -> None:
         """Answer a handler waiting in ``wait_for_callback``; it resumes with ``payload``."""
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             await callbacks.resolve(conn, callback_id, payload)
 
     # -- runtime ------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import orjson
@@ -21,6 +20,8 @@ from storage.errors import (
     ReadOnlyError,
     SchemaNotMigrated,
 )
+from storage.redact import redact_dsn as redact_dsn
+from storage.redact import redact_secrets
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -36,19 +37,6 @@ def check_schema_name(schema: str) -> str:
             "use lower-case letters, digits and underscores."
         )
     return schema
-
-
-def redact_dsn(dsn: str | None) -> str:
-    """The DSN with any password replaced, for messages and the console's title bar."""
-    if not dsn:
-        return "(libpq environment)"
-    if "://" not in dsn:
-        return re.sub(r"password\s*=\s*\S+", "password=***", dsn)
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _encode_jsonb(value: Any) -> bytes:
@@ -116,6 +104,15 @@ class translate_errors:
     ) -> None:
         if exc is None or isinstance(exc, AwaError):
             return
+        try:
+            self._translate(exc)
+        except AwaError as translated:
+            # Driver messages can echo the DSN: no password leaves this boundary.
+            translated.message = redact_secrets(translated.message, self.dsn)
+            translated.args = (translated.message,)
+            raise translated from exc
+
+    def _translate(self, exc: BaseException) -> None:
         where = redact_dsn(self.dsn)
         if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
             raise ReadOnlyError() from exc

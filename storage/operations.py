@@ -49,7 +49,7 @@ class Operations:
     ) -> list[JobRow]:
         """A page of jobs, newest first. Rows carry no output; ``has_output`` says if one exists."""
         where = ListFilter(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             return await listing.list_jobs(
                 conn,
                 where,
@@ -59,7 +59,7 @@ class Operations:
             )
 
     async def counts(self) -> StateCounts:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             return await listing.counts(conn)
 
     async def count_matching(self, **where: Any) -> int:
@@ -69,7 +69,7 @@ class Operations:
     async def _matching_ids(self, where: ListFilter) -> list[int]:
         ids: list[int] = []
         before: int | None = None
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             outputs = await self._probe.present(conn)
             while True:
                 page = await listing.list_jobs(
@@ -133,13 +133,13 @@ class Operations:
     async def _admin(self, action: Any, job_id: int) -> JobRow | None:
         from storage import reads
 
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             outputs = await self._probe.present(conn)
             await action(conn, job_id, outputs=outputs)
             return await reads.get_job(conn, job_id, outputs=outputs)
 
     async def database_read_only(self) -> bool:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             return await admin.database_read_only(conn)
 
     # -- descriptors --------------------------------------------------------------------------
@@ -184,21 +184,21 @@ class Operations:
 
     async def sync_descriptors(self) -> None:
         tasks: dict[str, Any] = getattr(self, "tasks", {})
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             await descriptors.sync(conn, self.declared_descriptors(tasks))
 
     async def get_descriptor(self, kind: str) -> JobKindDescriptor | None:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             return (await descriptors.fetch(conn, kind)).get(kind)
 
     async def list_kinds(self) -> list[KindSummary]:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             return await descriptors.list_kinds(conn)
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
         """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
             report = await maintenance.run_pass(
                 conn,
                 settings or MaintenanceSettings(),

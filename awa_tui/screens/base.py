@@ -13,14 +13,19 @@ from typing import TYPE_CHECKING, ClassVar, cast
 from textual.screen import Screen
 
 from awa_tui.messages import ClientConnected
+from awa_tui.resilience import Guarded
 from awa_tui.widgets.mode_banner import ModeBanner
 
 if TYPE_CHECKING:
     from awa_tui.app import AwaApp
+    from awa_tui.resilience import ConnectionState
 
 
-class AwaScreen(Screen[None]):
-    """A full screen of the console. Subclasses compose a ``ModeBanner`` under the header."""
+class AwaScreen(Guarded, Screen[None]):
+    """A full screen of the console. Subclasses compose a ``ModeBanner`` under the header.
+
+    Its handlers are guarded: an unexpected exception is a notification, not a dead screen.
+    """
 
     WRITE_ACTIONS: ClassVar[frozenset[str]] = frozenset()
     """Actions that write; hidden from the footer when writes are impossible."""
@@ -31,11 +36,25 @@ class AwaScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch(self.app, "read_only_reason", self._show_modes, init=True)
+        self.watch(self.app, "connection", self._connection_changed, init=False)
 
-    def _show_modes(self, _reason: str | None = None) -> None:
+    def _show_modes(self, _reason: object = None) -> None:
         for banner in self.query(ModeBanner):
-            banner.show_modes(self.awa.settings.demo_label, self.awa.read_only_reason)
+            banner.show_modes(
+                self.awa.settings.demo_label,
+                self.awa.read_only_reason,
+                self.awa.connection.banner(),
+            )
         self.refresh_bindings()
+
+    def _connection_changed(self, old: ConnectionState, new: ConnectionState) -> None:
+        if old.lost != new.lost:
+            self._show_modes()
+            self.stale_changed(new.lost)
+
+    def stale_changed(self, stale: bool) -> None:
+        """The connection was lost (what is shown is stale) or is back; screens mark it."""
+        del stale
 
     def on_client_connected(self, message: ClientConnected) -> None:
         self._show_modes()

@@ -10,9 +10,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Label, Static
+from textual.worker import Worker, WorkerState
 
 from awa_tui.actions import ACTIONS, JobAction, callback_why_not, confirm_labels, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
+from awa_tui.resilience import is_connection_error
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
 from awa_tui.screens.confirm import ConfirmModal
@@ -95,6 +97,25 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.descriptor = message.descriptor
         self.render_job()
         self.refresh_bindings()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A failed load says so where "Loading job…" was; the app reports the error itself."""
+        if event.worker.group != "job" or event.state is not WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if self.loaded:
+            return  # what is shown stays, marked stale by the banner while the connection is lost
+        if error is not None and is_connection_error(error):
+            text = (
+                f"Could not load job {self.job_id}: the connection to PostgreSQL is lost. "
+                "Retrying; it loads by itself when the connection is back."
+            )
+        else:
+            text = f"Could not load job {self.job_id}. Press r to try again."
+        self.query_one("#summary", Static).update(Text(text, style="bold red"))
+
+    def stale_changed(self, stale: bool) -> None:
+        self.query_one("#detail").set_class(stale, "-stale")
 
     def on_jobs_changed(self, message: JobsChanged) -> None:
         if not message.job_ids or self.job_id in message.job_ids:

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
 from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery
+from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.pickers import BulkActionModal
@@ -184,6 +185,10 @@ class JobsScreen(AwaScreen):
         super().on_client_connected(message)
         self.table.refresh()
 
+    def stale_changed(self, stale: bool) -> None:
+        self.table.set_class(stale, "-stale")
+        self.update_status()
+
     def on_jobs_changed(self, message: JobsChanged) -> None:
         self.marks.difference_update(message.job_ids)
         self.reload(refreshed=True)
@@ -215,10 +220,14 @@ class JobsScreen(AwaScreen):
         if not self.is_mounted:
             return
         table = self.table
+        connection = self.awa.connection
+        parts = []
+        if connection.lost and connection.refreshed_at is not None:
+            parts.append(f"STALE: rows as of {clock_time(connection.refreshed_at)}")
         if table.jobs:
-            parts = [f"{len(table.jobs):,} {self.query_state.describe()} shown, newest first"]
+            parts.append(f"{len(table.jobs):,} {self.query_state.describe()} shown, newest first")
         else:
-            parts = [f"No {self.query_state.describe()}"]
+            parts.append(f"No {self.query_state.describe()}")
         if self.has_more:
             parts.append("more below (n)")
         if self.marks:

@@ -78,6 +78,17 @@ def job_cells(row: JobRow, now: datetime, describe: Lookup, marked: bool) -> lis
     ]
 
 
+def unique_jobs(rows: Sequence[JobRow]) -> list[JobRow]:
+    """``rows`` without repeated ids (the first of each kept): table keys must be unique."""
+    seen: set[int] = set()
+    unique = []
+    for row in rows:
+        if row.id not in seen:
+            seen.add(row.id)
+            unique.append(row)
+    return unique
+
+
 class JobTable(DataTable[Text | str]):
     """Rows keyed by job id. ``show`` replaces the rows and keeps the cursor on the same job."""
 
@@ -140,7 +151,12 @@ class JobTable(DataTable[Text | str]):
         *,
         append: bool = False,
     ) -> None:
-        """Render ``rows``; unchanged rows are updated in place and the cursor stays on its job."""
+        """Render ``rows``; unchanged rows are updated in place and the cursor stays on its job.
+
+        Any rows are accepted: a job listed twice (reads racing a state change) is shown once,
+        the first time it appears.
+        """
+        rows = unique_jobs(rows)
         self._render_ctx, self._marks = (now, describe), marks
         if append:
             for row in rows:

@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 
-from awa_tui.cli import resolve_dsn
+import pytest
+
+from awa_tui.cli import main, resolve_dsn
 from awa_tui.errors import EXIT_CONNECT, EXIT_OK, EXIT_SCHEMA, EXIT_USAGE
 
 
@@ -70,3 +72,41 @@ def test_migrate_runs_storage_migrate(migrated_dsn: str) -> None:
     result = run_cli("migrate", "--dsn", migrated_dsn)
     assert result.returncode == EXIT_OK, result.stderr
     assert "already up to date" in result.stdout
+
+
+def test_malformed_dsn_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unbalanced ``[`` in the host: one line, exit 2, no traceback, no password."""
+    code = main(["--dsn", "postgresql://oncall:s3cret@[::1/jobs"])
+    captured = capsys.readouterr()
+    assert code == EXIT_USAGE
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("awa-tui: ")
+    assert "connection string is not valid" in lines[0]
+    assert "s3cret" not in captured.err + captured.out
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("dsn", "env"),
+    [
+        ("postgresql://oncall:s3cret@127.0.0.1:1/jobs", {}),
+        ("postgresql://oncall@127.0.0.1:1/jobs?password=s3cret", {}),
+        ("postgresql://oncall@127.0.0.1:1/jobs", {"PGPASSWORD": "s3cret"}),
+        ("host=127.0.0.1 port=1 password=s3cret", {}),
+        ("postgresql://oncall:s3cret@db:notaport/jobs", {}),
+    ],
+)
+def test_no_password_in_cli_errors(
+    dsn: str,
+    env: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code = main(["--dsn", dsn])
+    captured = capsys.readouterr()
+    assert code in (EXIT_USAGE, EXIT_CONNECT)
+    assert len(captured.err.strip().splitlines()) == 1, captured.err
+    assert "s3cret" not in captured.err + captured.out

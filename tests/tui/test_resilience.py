@@ -1,0 +1,88 @@
+"""Nothing kills the console: repeated rows, failing handlers, and what still reaches the top."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Footer
+
+from awa_tui.errors import EXIT_INTERNAL
+from awa_tui.screens.jobs import JobsScreen
+from awa_tui.widgets.job_table import JobTable
+from tests.tui.conftest import settle
+from tests.tui.scenarios import SIZE, Incident, build_app
+
+SECRET = "s3cret-args-value"
+
+
+def notifications(app: object) -> list[tuple[str, str]]:
+    return [(n.title, n.message) for n in app._notifications]  # type: ignore[attr-defined]
+
+
+async def test_job_table_shows_a_repeated_id_once(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """A job listed twice (reads racing a state change) is one row, not a DuplicateKey crash."""
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(JobTable)
+        jobs = list(table.jobs)
+        assert len(jobs) >= 3
+        twice = [jobs[0], *jobs, jobs[2], jobs[1]]
+        table.show(twice, app.now(), app.describe_kind, set())
+        assert table.row_count == len(jobs)
+        assert [job.id for job in table.jobs] == [job.id for job in jobs]
+        table.show(twice[:2], app.now(), app.describe_kind, set(), append=True)
+        assert table.row_count == len(jobs)
+
+
+async def test_a_failing_handler_is_a_notification_and_the_app_keeps_running(
+    migrated_dsn: str, schema: str, incident: Incident, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_copy(self: JobsScreen) -> None:
+        raise RuntimeError(f"copy failed for {SECRET}")
+
+    monkeypatch.setattr(JobsScreen, "action_copy", broken_copy)
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        shown = notifications(app)
+        assert any(
+            title == "Unexpected error" and "RuntimeError" in text for title, text in shown
+        ), shown
+        assert all(SECRET not in text for _title, text in shown)
+        assert app.is_running
+        # The screen still handles keys: the next tab loads.
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert isinstance(app.screen, JobsScreen)
+        assert app.screen.query_state.tab != "all"
+
+
+async def test_an_error_at_the_top_level_exits_70_with_one_line_and_no_message(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """A widget whose loop Textual stops (not one of ours): exit at once, no locals or message."""
+
+    def boom() -> None:
+        args = {"card": SECRET}
+        raise RuntimeError(f"failed on {args}")
+
+    app = build_app(migrated_dsn, schema)
+
+    async def run_until_it_stops() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.screen.query_one(Footer).call_later(boom)
+            await app._exception_event.wait()
+
+    with pytest.raises(RuntimeError):  # run_test re-raises what stopped the app
+        await run_until_it_stops()
+    assert app.return_code == EXIT_INTERNAL
+    assert app.fatal_message is not None
+    assert "RuntimeError" in app.fatal_message
+    assert "boom" in app.fatal_message
+    assert SECRET not in app.fatal_message
+    assert "\n" not in app.fatal_message
