@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -18,7 +18,7 @@ import pytest
 from storage import Client, InvalidJobState, Job, JobState
 from storage.admin import cancel
 from storage.claim import claim_batch
-from storage.enqueue import NewJob, insert_jobs
+from storage.enqueue import NewJob, insert_jobs, promote_due
 from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 
 Args = dict[str, Any]
@@ -104,6 +104,27 @@ async def test_cancel_waiting_behind_a_claim_cancels_the_running_attempt(
         outcomes = await complete_compact(c, [done], outputs_supported=True)
     assert outcomes == {(job_id, claimed.run_lease): Outcome.STALE}
     assert await _terminal(conn, job_id) == [("cancelled", None)]
+
+
+async def test_cancel_waiting_behind_a_promotion_cancels_the_promoted_job(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    _register(client)
+    row = await client.insert(
+        {"n": 1}, kind="race_job", run_at=datetime.now(UTC) + timedelta(hours=1)
+    )
+    await conn.execute("UPDATE deferred_jobs SET run_at = now() - interval '1 second'")
+    async with client.pool.acquire() as holder, client.pool.acquire() as other:
+        tx = holder.transaction()
+        await tx.start()
+        assert await promote_due(holder) == 1
+        cancelling = asyncio.ensure_future(cancel(other, row.id, outputs=True))
+        await _wait_for_lock(conn, other.get_server_pid(), cancelling)
+        await tx.commit()
+        await cancelling  # decided again as an available job, not refused as one
+    async with client.pool.acquire() as c:
+        assert await claim_batch(c, ["default"], 256, 1800) == []
+    assert await _terminal(conn, row.id) == [("cancelled", None)]
 
 
 async def test_claim_waiting_behind_an_enqueue_does_not_pass_its_rows(
