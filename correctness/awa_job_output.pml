@@ -11,6 +11,7 @@
  * (transaction committed, caller does not know) and retries with the
  * sealed value it keeps.  Maintenance rescues open attempts at any time;
  * an external completer holding a callback id races the waiting handler.
+ * An operator cancels the job once, at any moment; the claim races it.
  *
  * Every database transaction is one atomic step.  A transition of a
  * running attempt writes only if the attempt (job, lease) is still open
@@ -23,8 +24,16 @@
  *   -DNEG_DRAIN_FIRST_SEND    the finalizer drains the value on its first send
  *   -DNEG_DROP_COMPACT        the batched (compact) path drops the output
  *   -DNEG_NO_LEASE_GUARD      completion checks the job is running, not the lease
+ *   -DNEG_CLAIM_SNAPSHOT      the claim decides on the snapshot it took before
+ *                             its lane-lock wait, not on the rows under the lock
+ *   -DNEG_CANCEL_SNAPSHOT     the cancel decides on the state it read before
+ *                             its lock wait, not on the rows under the lock
  *
  * Size knobs: -DMAXL=n (attempts, 1..3), -DMAXS=n (finalize sends), -DNV=n.
+ * -DNO_CANCEL leaves the operator's cancel out: a configuration whose
+ * scenario does not involve it stays a third of the size (the cancel only
+ * adds behaviours, so a counterexample or a reached goal without it is one
+ * with it too).
  */
 
 #ifndef MAXL
@@ -47,6 +56,7 @@
 #define WAITING   3     /* claimed, callback registered (waiting_external) */
 #define COMPLETED 4     /* compact batch row or done entry */
 #define FAILED    5     /* terminal failure (done entry / DLQ) */
+#define CANCELLED 6     /* done entry 'cancelled' (+ ready tombstone if unclaimed) */
 
 /* completion paths */
 #define COMPACT 1       /* receipt_completion_batches, outputs json[] */
@@ -79,6 +89,9 @@ byte ext_out = 0;             /* output passed to the committed external complet
 byte db_src = 0;              /* who wrote db_out */
 bool e_ok[MAXL + 1];          /* entry i committed while its attempt was open */
 byte e_had[MAXL + 1];         /* output entry i was written with */
+byte n_term = 0;              /* terminal rows written (terminal_jobs rows of the job) */
+bool cancel_done = false;     /* an admin cancel committed */
+bool claimed_after_cancel = false;  /* a claim committed after the cancel */
 
 /* the lease guard of storage.finalize.lock_and_check_open */
 #define OPEN(L) (cur == (L) && (jstate == RUNNING || jstate == WAITING) \
@@ -120,7 +133,11 @@ byte e_had[MAXL + 1];         /* output entry i was written with */
 /* I5: the job completes at most once. */
 #define I5 (n_compl <= 1)
 
-#define INV (I1 && I2 && I3 && I4 && I5)
+/* I6: a cancelled job is never claimed afterwards, and the job has at most
+ * one terminal row (never both cancelled and completed or failed). */
+#define I6 (n_term <= 1 && !claimed_after_cancel)
+
+#define INV (I1 && I2 && I3 && I4 && I5 && I6)
 
 /* Checked in every reachable state: the monitor can fire exactly when INV
  * is false.  Its `end` label keeps it a valid end state otherwise. */
@@ -134,6 +151,7 @@ end:
             if :: !I3 -> printf("VIOLATED I3 error-entry output belongs to its failed attempt\n") :: else -> skip fi;
             if :: !I4 -> printf("VIOLATED I4 committed completion stored its sealed output\n") :: else -> skip fi;
             if :: !I5 -> printf("VIOLATED I5 job completes at most once\n") :: else -> skip fi;
+            if :: !I6 -> printf("VIOLATED I6 cancelled job never claimed, one terminal row\n") :: else -> skip fi;
             assert(INV)
     }
 }
@@ -146,10 +164,14 @@ end:
 byte commit_send = 0;         /* finalize send that carried the committed completion */
 byte stale_sealed = 0;        /* sealed output of a completion refused as stale */
 bool stale_superseded = false;/* a completion refused because its attempt was superseded */
+bool stale_cancelled = false; /* a completion refused because the job was cancelled */
+bool claim_lost = false;      /* a claim whose snapshot showed the job ready found it cancelled */
 #define REACH_NOTE_COMMIT(o) commit_send = sends
 #define REACH_NOTE_STALE(L, o) \
     if :: completed_by == EXT -> stale_sealed = o :: else -> skip fi; \
-    if :: cur != L -> stale_superseded = true :: else -> skip fi
+    if :: cur != L -> stale_superseded = true :: else -> skip fi; \
+    if :: jstate == CANCELLED -> stale_cancelled = true :: else -> skip fi
+#define REACH_NOTE_CLAIM_LOST claim_lost = true
 
 #if REACH == 1   /* compact completion stores an attempt's output */
 #define GOAL (db_path == COMPACT && db_out != 0 && completed_by >= 1 && completed_by <= MAXL)
@@ -163,6 +185,10 @@ bool stale_superseded = false;/* a completion refused because its attempt was su
 #define GOAL (completed_by == EXT && ext_out != 0 && stale_sealed != 0 && stale_sealed != ext_out)
 #elif REACH == 6 /* superseded attempt's completion refused; the retry completes general */
 #define GOAL (stale_superseded && completed_by == 2 && db_path == GENERAL && db_out != 0)
+#elif REACH == 7 /* a claim that saw the job ready before its lock wait loses to the cancel */
+#define GOAL (claim_lost && cancel_done && jstate == CANCELLED)
+#elif REACH == 8 /* a cancel of the running attempt makes its completion stale */
+#define GOAL (stale_cancelled && cancel_done && n_term == 1)
 #else
 #define GOAL false
 #endif
@@ -175,6 +201,7 @@ end:
 #else
 #define REACH_NOTE_COMMIT(o) skip
 #define REACH_NOTE_STALE(L, o) skip
+#define REACH_NOTE_CLAIM_LOST skip
 #endif
 
 /* ---------------- transactions ---------------- */
@@ -207,7 +234,7 @@ inline retry_or_fail(L)
     cb = 0;
     if
     :: L < MAXL -> jstate = READY
-    :: else -> jstate = FAILED
+    :: else -> jstate = FAILED; n_term++
     fi
 }
 
@@ -224,6 +251,7 @@ inline tx_complete(L, out, tagged, ok)
     :: ok ->
         compl_under_lease = OPEN(L);                  /* ghost */
         n_compl++;
+        n_term++;
         completed_by = L;
         if
         :: (tagged || n_err > 0) -> db_path = GENERAL; closed[L] = true
@@ -370,20 +398,75 @@ proctype Attempt(byte L)
     od
 }
 
-/* storage.claim.claim_batch: claim the ready job under a new run lease */
+/* storage.claim.claim_batch: claim the ready job under a new run lease.
+ * Two steps: the claim's statement starts (its snapshot shows the job ready),
+ * then it holds the lane lock (after waiting for it, possibly behind a cancel
+ * that commits meanwhile) and writes.  The engine locks the lane in its own
+ * statement (LOCK_LANE) so the claim statement's snapshot is taken under the
+ * lock; -DNEG_CLAIM_SNAPSHOT is the one-statement claim that decided on the
+ * snapshot it took before the wait. */
 active proctype Claimer()
 {
 end:
     do
-    :: atomic {
-           jstate == READY && next_lease <= MAXL ->
+    :: atomic { jstate == READY && next_lease <= MAXL };   /* snapshot: claimable */
+       atomic {                                            /* under the lane lock */
+#ifdef NEG_CLAIM_SNAPSHOT
+           if :: cancel_done -> claimed_after_cancel = true :: else -> skip fi;
+           cur = next_lease;
+           next_lease++;
+           jstate = RUNNING;
+           run Attempt(cur)
+#else
+           if
+           :: jstate == READY ->
                cur = next_lease;
                next_lease++;
                jstate = RUNNING;
                run Attempt(cur)
+           :: else -> REACH_NOTE_CLAIM_LOST   /* cancelled meanwhile: claims nothing */
+           fi
+#endif
        }
     od
 }
+
+/* storage.admin.cancel, once, at any moment: it reads the job's state, then
+ * under the lock that serialises the job (the lane lock for a ready job; the
+ * attempt's advisory lock for a running or waiting one) it decides against
+ * the rows as they are now: a ready job gets a tombstone and a cancelled done
+ * row; an open attempt is closed (its completion goes stale) and the job gets
+ * a cancelled done row; a job that ended is refused.  -DNEG_CANCEL_SNAPSHOT
+ * decides on the state it read before the wait. */
+#ifndef NO_CANCEL
+active proctype Admin()
+{
+    byte seen;
+end:
+    atomic { (jstate == READY || jstate == RUNNING || jstate == WAITING) -> seen = jstate };
+    atomic {
+#ifdef NEG_CANCEL_SNAPSHOT
+        if
+        :: seen == READY && jstate != READY ->
+            /* tombstone and done row for a job that was claimed meanwhile;
+             * its attempt stays open */
+            cancel_done = true; n_term++
+        :: else ->
+#endif
+        if
+        :: jstate == READY ->
+            jstate = CANCELLED; cancel_done = true; n_term++
+        :: (jstate == RUNNING || jstate == WAITING) && OPEN(cur) ->
+            closed[cur] = true; cb = 0;
+            jstate = CANCELLED; cancel_done = true; n_term++
+        :: else -> skip                               /* ended meanwhile: refused */
+        fi
+#ifdef NEG_CANCEL_SNAPSHOT
+        fi
+#endif
+    }
+}
+#endif
 
 /* storage.maintenance.rescue_expired: heartbeat / deadline / callback
  * timeout lapsed (at any time): close the attempt, write an error entry
@@ -420,6 +503,7 @@ end:
         :: cb == id && OPEN(id) ->
             compl_under_lease = true;   /* guarded by callback id (+ run lease) */
             n_compl++;
+            n_term++;
             completed_by = EXT;
             ext_out = v;
             closed[id] = true;          /* general path: done entry */

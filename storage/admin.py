@@ -43,15 +43,20 @@ SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_l
 """
 
 # An unclaimed ready row is cancelled under its lane lock, so a claim cannot take it meanwhile.
+# The lock is taken in its own statement: a statement that waits for a row lock keeps its older
+# snapshot for everything but the locked row, so CANCEL_AVAILABLE, run after the wait, is the
+# one that sees what the previous holder (a claim, another cancel) committed.
+LOCK_LANE_OF = """
+SELECT 1 FROM queue_lanes l JOIN ready_entries r ON r.queue = l.queue AND r.priority = l.priority
+ WHERE r.job_id = $1 AND r.run_lease = $2
+   FOR UPDATE OF l
+"""
 CANCEL_AVAILABLE = """
-WITH lane AS (
-    SELECT l.claim_seq FROM queue_lanes l JOIN ready_entries r
-        ON r.queue = l.queue AND r.priority = l.priority
-     WHERE r.job_id = $1 AND r.run_lease = $2
-       FOR UPDATE OF l
-), target AS (
-    SELECT r.* FROM ready_entries r, lane
-     WHERE r.job_id = $1 AND r.run_lease = $2 AND r.lane_seq >= lane.claim_seq
+WITH target AS (
+    SELECT r.* FROM ready_entries r
+      JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
+     WHERE r.job_id = $1 AND r.run_lease = $2 AND r.lane_seq >= l.claim_seq
+       AND NOT EXISTS (SELECT 1 FROM ready_tombstones t WHERE t.job_id = $1 AND t.run_lease = $2)
 ), tomb AS (
     INSERT INTO ready_tombstones (slot, job_id, run_lease)
     SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease
@@ -150,24 +155,40 @@ def _cancel_payload(row: JobRow) -> dict[str, object]:
     return append_error(payload, entry)
 
 
+# A job can move on between the state read and the write (claimed, promoted, completed): the
+# write then matches nothing and the cancel is decided again against the new state. Each pass is
+# its own transaction, so no pass holds a lane lock while it waits for an attempt's lock.
+CANCEL_PASSES = 4
+
+
 async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Cancel a job that has not ended. A running handler is told and its completion goes stale."""
-    async with conn.transaction():
-        row = await _current(conn, job_id, outputs)
-        payload = _cancel_payload(row)
-        if row.dlq is not None:
-            raise _refuse(row, "cancelled", CANCELLABLE)
-        match row.state:
-            case JobState.SCHEDULED | JobState.RETRYABLE:
-                status = await conn.execute(CANCEL_DEFERRED, job_id, row.run_lease, payload)
-            case JobState.AVAILABLE:
-                status = await conn.execute(CANCEL_AVAILABLE, job_id, row.run_lease, payload)
-            case JobState.RUNNING | JobState.WAITING_EXTERNAL:
-                status = await _cancel_open(conn, row, payload)
-            case _:
+    seen: tuple[JobState, int] | None = None
+    for _ in range(CANCEL_PASSES):
+        async with conn.transaction():
+            row = await _current(conn, job_id, outputs)
+            if row.dlq is not None or (row.state, row.run_lease) == seen:
                 raise _refuse(row, "cancelled", CANCELLABLE)
-        if status.endswith(" 0"):
-            raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
+            seen = (row.state, row.run_lease)
+            if await _cancel_pass(conn, row):
+                return
+    raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
+
+
+async def _cancel_pass(conn: Conn, row: JobRow) -> bool:
+    """One attempt to cancel ``row`` in the state it was read in; False when it moved on."""
+    payload = _cancel_payload(row)
+    match row.state:
+        case JobState.SCHEDULED | JobState.RETRYABLE:
+            status = await conn.execute(CANCEL_DEFERRED, row.id, row.run_lease, payload)
+        case JobState.AVAILABLE:
+            await conn.execute(LOCK_LANE_OF, row.id, row.run_lease)
+            status = await conn.execute(CANCEL_AVAILABLE, row.id, row.run_lease, payload)
+        case JobState.RUNNING | JobState.WAITING_EXTERNAL:
+            status = await _cancel_open(conn, row, payload)
+        case _:
+            raise _refuse(row, "cancelled", CANCELLABLE)
+    return not status.endswith(" 0")
 
 
 async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> str:

@@ -1,6 +1,14 @@
-"""Claim: one statement locks the first lane with work (priority, then queue), reads up to N
-live ready rows from its cursor in lane order (tombstoned ones are passed over), writes one
-``claim_batches`` row and advances the cursor. A plain running job has no mutable per-job row.
+"""Claim: lock the first lane with work (priority, then queue), then read up to N live ready
+rows from its cursor in lane order (tombstoned ones are passed over), write one
+``claim_batches`` row and advance the cursor. A plain running job has no mutable per-job row.
+
+The lock and the claim are two statements of one transaction, so the claim is decided against
+the lane as it is under the lock. In READ COMMITTED a statement keeps the snapshot it took
+before it waited for a row lock and re-checks only the locked row: a one-statement claim that
+waited behind a cancel did not see the cancel's tombstone (the cancelled job ran and completed
+too), and one that waited behind an enqueue saw the enqueue's cursor but not its rows (the
+cursor passed them and they were never claimed). The second statement's snapshot is taken
+after the lock is held, so it sees everything every earlier lock holder committed.
 """
 
 from __future__ import annotations
@@ -11,13 +19,21 @@ from typing import Any
 
 from storage.db import Conn
 
+# The wait for the lane, in its own statement: whoever held the lane before has committed when
+# this returns.
+LOCK_LANE = """
+SELECT queue, priority FROM queue_lanes
+ WHERE queue = ANY($1::text[]) AND claim_seq < next_seq
+ ORDER BY priority, queue
+ LIMIT 1
+   FOR UPDATE
+"""
+
+# Run with the lane ($1, $2) locked by LOCK_LANE in the same transaction.
 CLAIM_BATCH = """
 WITH lane AS (
     SELECT queue, priority, claim_seq FROM queue_lanes
-     WHERE queue = ANY($1::text[]) AND claim_seq < next_seq
-     ORDER BY priority, queue
-     LIMIT 1
-       FOR UPDATE
+     WHERE queue = $1 AND priority = $2 AND claim_seq < next_seq
 ), scanned AS (
     SELECT r.*
       FROM lane
@@ -26,17 +42,17 @@ WITH lane AS (
        -- Lane sequences are dense, so the next N rows lie in this window (plus room for up to
        -- 64 cancelled ones). Bounding it keeps the scan short whatever the planner guesses
        -- about the lane's backlog (unbounded, it sorted the whole backlog: 160 ms at 20k jobs).
-       AND r.lane_seq < lane.claim_seq + $2 + 64
+       AND r.lane_seq < lane.claim_seq + $3 + 64
      WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
                         WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
      ORDER BY r.lane_seq
-     LIMIT $2
+     LIMIT $3
 ), advanced AS (
     -- The lane row is locked, so every sequence below next_seq has committed: with no live
     -- row in the window, the cursor moves past the cancelled ones to the window's end.
     UPDATE queue_lanes l
        SET claim_seq = COALESCE((SELECT max(lane_seq) + 1 FROM scanned),
-                                LEAST(l.next_seq, lane.claim_seq + $2 + 64))
+                                LEAST(l.next_seq, lane.claim_seq + $3 + 64))
       FROM lane
      WHERE l.queue = lane.queue AND l.priority = lane.priority
     RETURNING 1
@@ -47,7 +63,7 @@ WITH lane AS (
            lane.queue, lane.priority, lane.claim_seq, (SELECT max(lane_seq) FROM scanned),
            array_agg(s.job_id ORDER BY s.lane_seq), array_agg(s.run_lease ORDER BY s.lane_seq),
            array_agg(s.lane_seq ORDER BY s.lane_seq), array_agg(s.attempt + 1 ORDER BY s.lane_seq),
-           now(), now() + make_interval(secs => $3)
+           now(), now() + make_interval(secs => $4)
       FROM scanned s, lane
      GROUP BY lane.queue, lane.priority, lane.claim_seq
     RETURNING claim_id, claimed_at, deadline_at
@@ -85,7 +101,13 @@ async def claim_batch(
     conn: Conn, queues: list[str], limit: int, deadline_seconds: float
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work."""
-    rows = await conn.fetch(CLAIM_BATCH, queues, limit, deadline_seconds)
+    async with conn.transaction():
+        lane = await conn.fetchrow(LOCK_LANE, queues)
+        if lane is None:
+            return []
+        rows = await conn.fetch(
+            CLAIM_BATCH, lane["queue"], lane["priority"], limit, deadline_seconds
+        )
     return [
         ClaimedJob(
             job_id=r["job_id"],

@@ -151,22 +151,26 @@ SELECT $2, job_id, run_lease, state, attempt, finalized_at, payload %s FROM keep
 # (tombstoned): once pruned, such a row would leave a hole the claim cursor never passes when
 # nothing is inserted after it, counted as available forever. Lanes an enqueue holds are
 # skipped: its row commits behind the hole and the next claim passes both.
+# The lanes are locked in their own statement and moved in the next: a statement keeps the
+# snapshot it took before it locked a row, so an enqueue that committed in between would have
+# been invisible to the min() below while its next_seq was not, and the cursor would have
+# passed its rows.
+LOCK_DEAD_PREFIX_LANES = """
+SELECT l.queue, l.priority FROM queue_lanes l
+ WHERE l.claim_seq < l.next_seq
+   AND EXISTS (SELECT 1 FROM ready_entries r
+                WHERE r.slot = $1 AND r.queue = l.queue AND r.priority = l.priority
+                  AND r.lane_seq >= l.claim_seq)
+   FOR UPDATE SKIP LOCKED
+"""
 SKIP_DEAD_PREFIX = """
-WITH lanes AS (
-    SELECT l.queue, l.priority FROM queue_lanes l
-     WHERE l.claim_seq < l.next_seq
-       AND EXISTS (SELECT 1 FROM ready_entries r
-                    WHERE r.slot = $1 AND r.queue = l.queue AND r.priority = l.priority
-                      AND r.lane_seq >= l.claim_seq)
-       FOR UPDATE SKIP LOCKED
-)
 UPDATE queue_lanes l SET claim_seq = COALESCE(
     (SELECT min(r.lane_seq) FROM ready_entries r
       WHERE r.queue = l.queue AND r.priority = l.priority AND r.lane_seq >= l.claim_seq
         AND NOT EXISTS (SELECT 1 FROM ready_tombstones t
                          WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)),
     l.next_seq)
-  FROM lanes
+  FROM unnest($1::text[], $2::smallint[]) AS lanes(queue, priority)
  WHERE l.queue = lanes.queue AND l.priority = lanes.priority
 """
 
@@ -365,7 +369,10 @@ async def prune_slot(
         log.info("prune of %s slot %s skipped: it still holds live jobs", ring, slot)
         return False
     if ring == "queue":
-        await conn.execute(SKIP_DEAD_PREFIX, slot)
+        lanes = await conn.fetch(LOCK_DEAD_PREFIX_LANES, slot)
+        if lanes:
+            queues = [lane["queue"] for lane in lanes]
+            await conn.execute(SKIP_DEAD_PREFIX, queues, [lane["priority"] for lane in lanes])
         cols = (", output", ", output") if outputs_supported else ("", "")
         await conn.execute(CARRY_FAILED % cols, slot, live_slot, settings.failed_retention)
     await conn.execute(f"TRUNCATE {', '.join(partitions)}")
