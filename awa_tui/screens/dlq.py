@@ -82,7 +82,7 @@ class DlqScreen(AwaScreen):
         client = await self.awa.client()
         before = self.rows[-1].id if append and self.rows else None
         limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
-        rows = await client.list_jobs(dlq=True, before_id=before, limit=limit)
+        rows = (await client.browse(dlq=True, before_id=before, limit=limit)).rows
         self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
 
     def on_jobs_loaded(self, message: JobsLoaded) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import pytest
 from pydantic import BaseModel
 
 from storage import Cancel, Client, InvalidFilter, Job, JobPage, JobState, RetryAfter, listing
+from storage.db import Conn
 from storage.listing import ListFilter
 from storage.results import WaitForCallback
 
@@ -61,7 +62,9 @@ async def test_a_job_cancelled_between_two_state_reads_is_listed_once(
 
         async with client.pool.acquire() as raw:
             conn = AfterFetch(raw, 2, cancel)  # fetch 1: scheduled, fetch 2: available
-            page = await listing.browse(conn, ListFilter(), before_id=None, limit=50, outputs=True)
+            page = await listing.browse(
+                cast("Conn", conn), ListFilter(), before_id=None, limit=50, outputs=True
+            )
     assert conn.fetches > 2, "the hook never ran"
     assert [(row.id, row.state) for row in page.rows] == [(job.id, JobState.AVAILABLE)]
     assert page.counts.by_state[JobState.AVAILABLE] == 1
