@@ -29,13 +29,20 @@ from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState, Sta
 from storage.payload import errors_of
 
 # Attempts that are claimed and not yet ended. Bounded by the rescue horizon: claim batches
-# below it are fully resolved.
+# below it are fully resolved. Above it (before maintenance has advanced it, e.g. right after
+# a burst), a claim batch whose attempts all ended is skipped with two index probes by claim_id
+# (its closures plus its compact completions' completed_count), so only the batches that still
+# hold an open attempt are unnested and checked job by job.
 OPEN_ATTEMPTS = """
 open AS (
     SELECT cb.claim_id, cb.claimed_at, u.job_id, u.run_lease, u.attempt
       FROM claim_batches cb,
            unnest(cb.job_ids, cb.run_leases, cb.attempts) AS u(job_id, run_lease, attempt)
      WHERE cb.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
+       AND cardinality(cb.job_ids)
+           > (SELECT count(*) FROM attempt_closures c WHERE c.claim_id = cb.claim_id)
+             + (SELECT COALESCE(sum(b.completed_count), 0) FROM receipt_completion_batches b
+                 WHERE b.claim_id = cb.claim_id)
        AND NOT EXISTS (SELECT 1 FROM attempt_closures c
                         WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
        AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
