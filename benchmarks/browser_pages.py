@@ -24,7 +24,8 @@ batches, compact completion batches with their outputs, done rows, attempt closu
 lane cursors and sequences set past the copies. Then both get ``VACUUM ANALYZE``, their
 claim timestamps are moved an hour back (a history older than the rescue horizon's
 one-minute window, as it is in steady state) and one maintenance pass advances the rescue
-horizon. ``counts()`` is also timed once before that, with the horizon still at zero.
+horizon. ``counts()``, the all-states first page and ``browse()`` are also timed a few times
+before that, with the horizon still at zero (straight after a load).
 """
 
 from __future__ import annotations
@@ -283,6 +284,7 @@ READS: tuple[tuple[str, str], ...] = (
     ("failed_first", "list_jobs(FAILED): first page"),
     ("failed_next", "list_jobs(FAILED): next pages 2-6"),
     ("counts", "counts()"),
+    ("browse", "browse(all states): page + counts, one snapshot"),
     ("get_job", "(extra) get_job, random compact job"),
 )
 
@@ -334,6 +336,10 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 if completed != db.jobs * 95 // 100:
                     raise AssertionError(f"{db.label}: counts() says {completed} completed")
                 s["counts"].add(round_no, ms)
+                ms, page = await timed(db.client.browse(limit=PAGE))
+                if len({row.id for row in page.rows}) != PAGE:
+                    raise AssertionError(f"{db.label}: browse() page is not {PAGE} distinct jobs")
+                s["browse"].add(round_no, ms)
                 job_id = rng.choice(db.compact_ids)
                 ms, row = await timed(db.client.get_job(job_id))
                 if row is None or row.state is not JobState.COMPLETED:
@@ -369,11 +375,20 @@ async def view_lookup(conn: Connection, db: Db, reps: int, seed: int) -> list[fl
     return samples
 
 
-async def counts_before_horizon(db_client: Client, reps: int) -> list[float]:
-    samples = []
+BEFORE_HORIZON = {
+    "counts": "counts() before the rescue horizon advanced",
+    "all_first": "list_jobs(all states) first page before the horizon advanced",
+    "browse": "browse(all states): page + counts, one snapshot, before the horizon advanced",
+}
+
+
+async def before_horizon(db_client: Client, reps: int) -> dict[str, list[float]]:
+    """Reads straight after a load: every claim is younger than the horizon's window."""
+    samples: dict[str, list[float]] = {key: [] for key in BEFORE_HORIZON}
     for _ in range(reps):
-        ms, _ = await timed(db_client.counts())
-        samples.append(ms)
+        samples["counts"].append((await timed(db_client.counts()))[0])
+        samples["all_first"].append((await timed(db_client.list_jobs(limit=PAGE)))[0])
+        samples["browse"].append((await timed(db_client.browse(limit=PAGE)))[0])
     return samples
 
 
@@ -435,14 +450,14 @@ def reads_table(
 
 
 def extra_table(
-    dbs: Sequence[Db], view: dict[str, list[float]], before: dict[str, list[float]]
+    dbs: Sequence[Db], view: dict[str, list[float]], before: dict[str, dict[str, list[float]]]
 ) -> Table:
     small, large = dbs
     rows = []
-    for label, source in (
-        ("SQL: terminal_jobs WHERE job_id = $1", view),
-        ("counts() before the rescue horizon advanced", before),
-    ):
+    sources = [("SQL: terminal_jobs WHERE job_id = $1", view)] + [
+        (label, {db: before[db][key] for db in before}) for key, label in BEFORE_HORIZON.items()
+    ]
+    for label, source in sources:
         a, b = statistics.median(source[small.label]), statistics.median(source[large.label])
         rows.append((label, f"{a:,.1f}", f"{b:,.1f}", f"{b / a:,.0f}"))
     return Table(
@@ -510,12 +525,12 @@ async def amain(args: Any) -> int:
             schemas.append(large)
             build_seconds = time.perf_counter() - started
             dbs: list[Db] = []
-            before: dict[str, list[float]] = {}
+            before: dict[str, dict[str, list[float]]] = {}
             for schema, jobs in ((small, BASE_JOBS), (large, plan.large_jobs)):
                 label = f"{jobs / 1e6:g}M" if jobs >= 1_000_000 else f"{jobs // 1000}k"
                 client = await Client.connect(dsn, schema)
                 clients.append(client)
-                before[label] = await counts_before_horizon(client, plan.view_reps)
+                before[label] = await before_horizon(client, plan.view_reps)
                 await settle(conn, dsn, schema)
                 s = ident(schema)
                 compact_ids = [
@@ -574,7 +589,7 @@ async def amain(args: Any) -> int:
         notes=(__doc__.split("\n\n", 2)[2] if __doc__ else "", NOTES),
         extra={
             "terminal_jobs_view_ms": view,
-            "counts_before_horizon_ms": before,
+            "before_horizon_ms": before,
         },
     )
     log(f"wrote {files.json} and {files.markdown} ({time.perf_counter() - started:.0f} s total)")

@@ -89,3 +89,7 @@ class StaleAttempt(AwaError):
 
 class StageError(AwaError):
     """A staged follow-up could not be inserted."""
+
+
+class InvalidFilter(AwaError):
+    """The filter is not valid (an unknown state, or text PostgreSQL cannot store)."""

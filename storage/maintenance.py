@@ -63,14 +63,39 @@ SELECT s.job_id, s.run_lease, s.claim_id, s.callback_id, r.attempt + 1 AS attemp
 # A handler still waiting in wait_for_callback learns at once that its attempt timed out.
 NOTIFY_CALLBACK = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
-# Claim batches older than a minute have committed (statements time out sooner), so the
-# horizon never passes a claim that is still being written.
+# The rescue horizon H (maintenance_state.rescue_horizon) bounds every open-attempt read.
+# INVARIANT: every claim batch with claim_id < H has committed, and every attempt in it has
+# ended (a closure row or a compact completion). A claim batch below H that commits later, or
+# an open attempt below H, would be invisible to reads and to rescue, so H only advances to
+#   min(first claim batch with an open attempt,
+#       first claim id that may still be uncommitted).
+# The second bound is found without a time rule, from the claim's lock order: a claim locks
+# its lane row FOR UPDATE before it takes nextval('claim_id_seq') and holds it until it
+# commits. So after reading the sequence's last issued id X, a lane we can lock FOR KEY SHARE
+# (SKIP LOCKED: never wait, never block claims for long) has no claim <= X still in flight.
+# On a lane we cannot lock, an in-flight claim (or the cancel / prune holding it) may be
+# writing; claims of one lane are serialised by that lock, so its id is above every committed
+# claim of the lane: the bound is the lane's newest visible claim + 1. KEY SHARE does not
+# conflict with an enqueue's NO KEY UPDATE of the lane, so enqueues never hold the horizon.
+# The locks are released (commit) before the horizon is computed in a new snapshot, which
+# therefore sees every claim the lock step proved finished.
+ISSUED_CLAIMS = """
+SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM claim_id_seq
+"""
+BUSY_LANES = """
+WITH free AS (SELECT queue, priority FROM queue_lanes FOR KEY SHARE SKIP LOCKED)
+SELECT l.queue, l.priority FROM queue_lanes l
+ WHERE NOT EXISTS (SELECT 1 FROM free f WHERE f.queue = l.queue AND f.priority = l.priority)
+"""
 ADVANCE_HORIZON = f"""
 WITH {OPEN_ATTEMPTS}
 UPDATE maintenance_state SET rescue_horizon = GREATEST(rescue_horizon, LEAST(
     (SELECT min(claim_id) FROM open),
-    (SELECT min(claim_id) FROM claim_batches WHERE claimed_at > now() - interval '1 minute'),
-    (SELECT COALESCE(max(claim_id) + 1, 0) FROM claim_batches)))
+    $1::bigint + 1,
+    (SELECT min(COALESCE((SELECT cb.claim_id FROM claim_batches cb
+                           WHERE cb.queue = busy.queue AND cb.priority = busy.priority
+                           ORDER BY cb.lane_hi DESC LIMIT 1), 0) + 1)
+       FROM unnest($2::text[], $3::smallint[]) AS busy(queue, priority))))
 """
 
 ORPHAN_STATE = """
@@ -226,7 +251,7 @@ async def run_pass(
         report.dlq_purged = _count(
             await conn.execute(PURGE_OLD_DLQ, settings.dlq_retention, settings.batch)
         )
-        await conn.execute(ADVANCE_HORIZON)
+        await advance_horizon(conn)
         rotated, pruned = [], []
         for ring, interval in (
             ("queue", settings.queue_rotate_interval),
@@ -243,6 +268,18 @@ async def run_pass(
         # A lost connection already released its session lock; only a live one unlocks.
         with contextlib.suppress(asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError):
             await conn.fetchval(LEADER_UNLOCK)
+
+
+async def advance_horizon(conn: Conn) -> None:
+    """Move the rescue horizon up to the first claim batch that is open or may be uncommitted
+    (the invariant is written above ``ISSUED_CLAIMS``). No time rule: a pass straight after a
+    burst moves it past every batch that has ended, so reads stay bounded."""
+    async with conn.transaction():
+        issued = await conn.fetchval(ISSUED_CLAIMS)
+        busy = await conn.fetch(BUSY_LANES)
+    await conn.execute(
+        ADVANCE_HORIZON, issued, [r["queue"] for r in busy], [r["priority"] for r in busy]
+    )
 
 
 def _count(status: str) -> int:

@@ -132,6 +132,20 @@ class StateCounts(BaseModel):
         return sum(self.by_state.values())
 
 
+class JobPage(BaseModel):
+    """One page of jobs and the counts shown beside it, read in one snapshot.
+
+    A job appears at most once in ``rows`` and in exactly one state; ``counts`` describe the
+    same moment. ``has_more`` is true when the page is full (another may follow).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rows: list[JobRow]
+    counts: StateCounts
+    has_more: bool
+
+
 class JobKindDescriptor(BaseModel):
     """What a kind is, published by the runtimes that handle it."""
 

@@ -16,7 +16,14 @@ from storage.errors import AwaError, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
 from storage.listing import ListFilter
 from storage.maintenance import MaintenanceSettings, PassReport
-from storage.models import JobKindDescriptor, JobRow, JobState, KindSummary, StateCounts
+from storage.models import (
+    JobKindDescriptor,
+    JobPage,
+    JobRow,
+    JobState,
+    KindSummary,
+    StateCounts,
+)
 from storage.output import output_descriptor
 
 if TYPE_CHECKING:
@@ -39,7 +46,7 @@ class Operations:
     async def list_jobs(
         self,
         *,
-        state: JobState | None = None,
+        state: JobState | str | None = None,
         dlq: bool = False,
         kind: str | None = None,
         queue: str | None = None,
@@ -47,38 +54,52 @@ class Operations:
         before_id: int | None = None,
         limit: int = 50,
     ) -> list[JobRow]:
-        """A page of jobs, newest first. Rows carry no output; ``has_output`` says if one exists."""
-        where = ListFilter(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
+        """A page of jobs, newest first, read in one snapshot. Rows carry no output;
+        ``has_output`` says if one exists. An unknown state or unusable filter text raises
+        ``InvalidFilter``."""
+        where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
         async with translate_errors(self.dsn), self.pool.acquire() as conn:
-            return await listing.list_jobs(
-                conn,
-                where,
-                before_id=before_id,
-                limit=limit,
-                outputs=await self._probe.present(conn),
+            outputs = await self._probe.present(conn)
+            async with listing.snapshot(conn):
+                return await listing.list_jobs(
+                    conn, where, before_id=before_id, limit=limit, outputs=outputs
+                )
+
+    async def browse(
+        self,
+        *,
+        state: JobState | str | None = None,
+        dlq: bool = False,
+        kind: str | None = None,
+        queue: str | None = None,
+        search: str | None = None,
+        before_id: int | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """``list_jobs`` and ``counts`` together, from one snapshot (what a screen shows)."""
+        where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
+        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+            outputs = await self._probe.present(conn)
+            return await listing.browse(
+                conn, where, before_id=before_id, limit=limit, outputs=outputs
             )
 
     async def counts(self) -> StateCounts:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with (
+            translate_errors(self.dsn),
+            self.pool.acquire() as conn,
+            listing.snapshot(conn),
+        ):
             return await listing.counts(conn)
 
     async def count_matching(self, **where: Any) -> int:
         """How many jobs a bulk action on this filter would touch (shown before acting)."""
-        return len(await self._matching_ids(ListFilter(**where)))
+        return len(await self._matching_ids(ListFilter.of(**where)))
 
     async def _matching_ids(self, where: ListFilter) -> list[int]:
-        ids: list[int] = []
-        before: int | None = None
         async with translate_errors(self.dsn), self.pool.acquire() as conn:
             outputs = await self._probe.present(conn)
-            while True:
-                page = await listing.list_jobs(
-                    conn, where, before_id=before, limit=BULK_PAGE, outputs=outputs
-                )
-                ids.extend(row.id for row in page)
-                if len(page) < BULK_PAGE:
-                    return ids
-                before = page[-1].id
+            return await listing.matching_ids(conn, where, outputs=outputs, chunk=BULK_PAGE)
 
     async def bulk_action(
         self,
@@ -96,7 +117,7 @@ class Operations:
         """
         if action not in BULK_ACTIONS:
             raise AwaError(f"Unknown bulk action {action!r}; use one of {', '.join(BULK_ACTIONS)}.")
-        targets = ids if ids is not None else await self._matching_ids(ListFilter(**where))
+        targets = ids if ids is not None else await self._matching_ids(ListFilter.of(**where))
         if dry_run:
             return len(targets)
         apply = getattr(

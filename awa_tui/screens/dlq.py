@@ -94,7 +94,7 @@ class DlqScreen(AwaScreen):
         try:
             before = self.rows[-1].id if append and self.rows else None
             limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
-            rows = await client.list_jobs(dlq=True, before_id=before, limit=limit)
+            rows = (await client.browse(dlq=True, before_id=before, limit=limit)).rows
             self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
         finally:
             self.loading = False

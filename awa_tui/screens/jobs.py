@@ -109,7 +109,6 @@ class JobsScreen(AwaScreen):
 
     # -- loading ------------------------------------------------------------------------------
     def reload(self, *, refreshed: bool = False) -> None:
-        self.load_counts()
         self.load_jobs(self.query_state, append=False, refreshed=refreshed)
 
     def watch_query_state(self, old: JobQuery, new: JobQuery) -> None:
@@ -142,20 +141,23 @@ class JobsScreen(AwaScreen):
             if query.job_id is not None:
                 row = await client.get_job(query.job_id)
                 rows = [row] if row is not None and query.matches(row) else []
+                self.post_message(CountsLoaded(await client.counts()))
                 self.post_message(JobsLoaded(query, rows, append, refreshed, has_more=False))
                 return
             loaded = self.table.jobs if query == self.query_state else []
             if append and loaded:
                 before = loaded[-1].id
-                rows = await client.list_jobs(
-                    **query.list_kwargs(), before_id=before, limit=PAGE_SIZE
-                )
+                page = await client.browse(**query.list_kwargs(), before_id=before, limit=PAGE_SIZE)
+                rows = page.rows
+                self.post_message(CountsLoaded(page.counts))
                 self.post_message(JobsLoaded(query, rows, True, False, len(rows) == PAGE_SIZE))
                 return
             limit = PAGE_SIZE
             if refreshed and loaded:
                 limit = min(len(loaded) + PAGE_SIZE, MAX_REFRESH_ROWS)
-            rows = await client.list_jobs(**query.list_kwargs(), limit=limit)
+            page = await client.browse(**query.list_kwargs(), limit=limit)
+            rows = page.rows
+            self.post_message(CountsLoaded(page.counts))
             has_more = len(rows) == limit
             if refreshed and len(loaded) > PAGE_SIZE:
                 oldest = loaded[-1].id
