@@ -6,17 +6,20 @@ module stays small; ``Client`` inherits these methods.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from storage import admin, descriptors, listing, maintenance
-from storage.db import translate_errors
+from storage.db import acquire
 from storage.errors import AwaError, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
 from storage.listing import ListFilter
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import JobKindDescriptor, JobRow, JobState, KindSummary, StateCounts
+from storage.names import check_stored_name
 from storage.output import output_descriptor
 
 if TYPE_CHECKING:
@@ -35,6 +38,13 @@ class Operations:
     _descriptors: dict[str, JobKindDescriptor]
     events: EventBus
 
+    def _connection(
+        self, operation: str
+    ) -> AbstractAsyncContextManager[PoolConnectionProxy[asyncpg.Record]]:
+        """A pooled connection for the public call ``operation``; every failure, including
+        the pool's (re)connect, surfaces as an ``AwaError`` naming it."""
+        return acquire(self.pool, self.dsn, operation)
+
     # -- lists --------------------------------------------------------------------------------
     async def list_jobs(
         self,
@@ -48,8 +58,9 @@ class Operations:
         limit: int = 50,
     ) -> list[JobRow]:
         """A page of jobs, newest first. Rows carry no output; ``has_output`` says if one exists."""
+        _check_filter(kind, queue)
         where = ListFilter(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("list_jobs") as conn:
             return await listing.list_jobs(
                 conn,
                 where,
@@ -59,7 +70,7 @@ class Operations:
             )
 
     async def counts(self) -> StateCounts:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("counts") as conn:
             return await listing.counts(conn)
 
     async def count_matching(self, **where: Any) -> int:
@@ -67,9 +78,10 @@ class Operations:
         return len(await self._matching_ids(ListFilter(**where)))
 
     async def _matching_ids(self, where: ListFilter) -> list[int]:
+        _check_filter(where.kind, where.queue)
         ids: list[int] = []
         before: int | None = None
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("bulk_action") as conn:
             outputs = await self._probe.present(conn)
             while True:
                 page = await listing.list_jobs(
@@ -133,13 +145,14 @@ class Operations:
     async def _admin(self, action: Any, job_id: int) -> JobRow | None:
         from storage import reads
 
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        name = action.__name__
+        async with self._connection(name if name.endswith("dlq") else f"{name}_job") as conn:
             outputs = await self._probe.present(conn)
             await action(conn, job_id, outputs=outputs)
             return await reads.get_job(conn, job_id, outputs=outputs)
 
     async def database_read_only(self) -> bool:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("database_read_only") as conn:
             return await admin.database_read_only(conn)
 
     # -- descriptors --------------------------------------------------------------------------
@@ -159,6 +172,7 @@ class Operations:
         from storage.client import kind_of
 
         kind = kind_or_type if isinstance(kind_or_type, str) else kind_of(kind_or_type)
+        check_stored_name(kind, "Kind")
         descriptor = JobKindDescriptor(
             kind=kind,
             display_name=display_name,
@@ -184,21 +198,22 @@ class Operations:
 
     async def sync_descriptors(self) -> None:
         tasks: dict[str, Any] = getattr(self, "tasks", {})
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("sync_descriptors") as conn:
             await descriptors.sync(conn, self.declared_descriptors(tasks))
 
     async def get_descriptor(self, kind: str) -> JobKindDescriptor | None:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        check_stored_name(kind, "Kind")
+        async with self._connection("get_descriptor") as conn:
             return (await descriptors.fetch(conn, kind)).get(kind)
 
     async def list_kinds(self) -> list[KindSummary]:
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("list_kinds") as conn:
             return await descriptors.list_kinds(conn)
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
         """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
-        async with self.pool.acquire() as conn, translate_errors(self.dsn):
+        async with self._connection("run_maintenance") as conn:
             report = await maintenance.run_pass(
                 conn,
                 settings or MaintenanceSettings(),
@@ -211,3 +226,11 @@ class Operations:
             if rescued.state is JobState.FAILED:
                 self.events.emit(JobEvent("exhausted", rescued.job_id, rescued.kind, rescued.queue))
         return report
+
+
+def _check_filter(kind: str | None, queue: str | None) -> None:
+    """A kind or queue filter PostgreSQL cannot store cannot match anything: refuse it clearly."""
+    if kind is not None:
+        check_stored_name(kind, "Kind")
+    if queue is not None:
+        check_stored_name(queue, "Queue")
