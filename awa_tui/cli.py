@@ -16,6 +16,8 @@ Exit codes:
     2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
     4  the schema is not migrated (run ``awa-tui migrate``)
+    5  permission denied (the role lacks a privilege, e.g. CREATE for ``migrate``)
+    6  timed out (a statement or lock wait ran past its timeout; nothing was applied, re-run)
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="awa-tui",
         description="Inspect and repair jobs in Awa-style Postgres queue storage.",
-        epilog="Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated.",
+        epilog="Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated,"
+        " 5 permission denied, 6 timed out.",
     )
     parser.add_argument(
         "--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)"

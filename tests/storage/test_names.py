@@ -117,7 +117,7 @@ async def test_a_max_length_schema_works_end_to_end(migrated_dsn: str) -> None:
             await client.cancel_job(waiting.id)
             await asyncio.wait_for(heard_cancel.wait(), 10)
         finally:
-            await client.shutdown()
+            await client.shutdown(abandon=not heard_cancel.is_set())
         cancelled = await client.get_job(waiting.id)
         assert cancelled is not None
         assert cancelled.state is JobState.CANCELLED
