@@ -16,6 +16,8 @@ Exit codes:
     2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
     4  the schema is not migrated (run ``awa-tui migrate``)
+    5  permission denied (the role lacks a privilege, e.g. CREATE for ``migrate``)
+    6  timed out (a statement or lock wait ran past its timeout; nothing was applied, re-run)
     70 an unexpected internal error stopped the console (a bug; one line on stderr, no locals)
     130 interrupted (SIGINT / Ctrl-C outside the console)
 
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and repair jobs in Awa-style Postgres queue storage.",
         epilog=(
             "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
-            "70 internal error, 130 interrupted."
+            "5 permission denied, 6 timed out, 70 internal error, 130 interrupted."
         ),
     )
     parser.add_argument(

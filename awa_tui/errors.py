@@ -17,7 +17,9 @@ from storage import (
     ConnectionFailed,
     InvalidJobState,
     JobNotFound,
+    OperationTimeout,
     OutputError,
+    PermissionDenied,
     ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
@@ -29,6 +31,8 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_CONNECT = 3
 EXIT_SCHEMA = 4
+EXIT_PERMISSION = 5
+EXIT_TIMEOUT = 6
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an unexpected error reached the top level (a bug)
 EXIT_INTERRUPTED = 130  # SIGINT, as shells report it
 
@@ -64,6 +68,10 @@ def describe(exc: BaseException) -> UserMessage:
             return UserMessage("Schema not migrated", exc.message)
         case ConnectionFailed():
             return UserMessage("Cannot reach the database", exc.message)
+        case OperationTimeout():
+            return UserMessage("Timed out", exc.message)
+        case PermissionDenied():
+            return UserMessage("Permission denied", exc.message)
         case ConfigError():
             return UserMessage("Configuration", exc.message)
         case AwaError():
@@ -90,6 +98,10 @@ def exit_code(exc: BaseException) -> int:
     """The CLI's documented exit code for a fatal start-up error."""
     if isinstance(exc, SchemaNotMigrated):
         return EXIT_SCHEMA
+    if isinstance(exc, PermissionDenied):
+        return EXIT_PERMISSION
+    if isinstance(exc, OperationTimeout):
+        return EXIT_TIMEOUT
     if isinstance(exc, ConfigError):
         return EXIT_USAGE
     if isinstance(exc, ConnectionFailed | OSError):

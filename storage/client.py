@@ -17,7 +17,7 @@ from storage import callbacks, reads
 from storage.batcher import CompletionBatcher
 from storage.callbacks import ExternalCompletion
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
-from storage.db import create_pool, translate_errors
+from storage.db import acquire, create_pool, translate_errors
 from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
     ArgsValidationError,
@@ -33,6 +33,7 @@ from storage.maintenance import MaintenanceSettings
 from storage.metrics import OutputMetrics
 from storage.migrate import LATEST_VERSION
 from storage.models import JobKindDescriptor, JobRow, JobState
+from storage.names import channel, check_stored_name
 from storage.operations import Operations
 from storage.output import declared_output_type, register_output_type
 from storage.payload import build_payload
@@ -106,13 +107,24 @@ class Client(Operations):
         *,
         read_only: bool = False,
         max_connections: int = 10,
+        command_timeout: float | None = 60,
     ) -> Self:
-        """Open a pool on ``schema`` and check that the schema is migrated."""
-        pool = await create_pool(dsn, schema, max_size=max_connections, read_only=read_only)
+        """Open a pool on ``schema`` and check that the schema is migrated.
+
+        A statement running longer than ``command_timeout`` seconds is cancelled and raises
+        ``OperationTimeout`` naming the call (None: no limit).
+        """
+        pool = await create_pool(
+            dsn,
+            schema,
+            max_size=max_connections,
+            read_only=read_only,
+            command_timeout=command_timeout,
+        )
         client = cls(pool, schema, dsn, read_only)
         client._loop = asyncio.get_running_loop()
         try:
-            async with pool.acquire() as conn, translate_errors(dsn):
+            async with acquire(pool, dsn, "connect") as conn:
                 if not await conn.fetchval(SCHEMA_READY):
                     raise SchemaNotMigrated(
                         f"Schema {schema!r} has no queue storage; run `awa-tui migrate` "
@@ -153,7 +165,8 @@ class Client(Operations):
             if args_type is None:
                 raise AwaError("A task needs an args type or an explicit kind.")
             kind = kind_of(args_type)
-        resolved_kind = kind
+        resolved_kind = check_stored_name(kind, "Kind")
+        check_stored_name(queue, "Queue")
 
         def decorate(handler: F) -> F:
             self._tasks[resolved_kind] = TaskSpec(resolved_kind, handler, args_type, output, queue)
@@ -214,6 +227,9 @@ class Client(Operations):
             if isinstance(args, dict):
                 raise UnknownKind("A job given as a dict needs kind=...")
             kind = kind_of(type(args))
+        check_stored_name(kind, "Kind")
+        if queue is not None:
+            check_stored_name(queue, "Queue")
         spec = self._tasks.get(kind)
         if spec is not None and spec.args_type is not None and not isinstance(args, spec.args_type):
             try:
@@ -250,7 +266,7 @@ class Client(Operations):
         jobs = [self.build_job(args, options) for args in args_list]
         if not jobs:
             return []
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("insert_many") as conn:
             for kind in {job.kind for job in jobs} - self._tasks.keys():
                 if not await conn.fetchval(KIND_KNOWN, kind):
                     raise UnknownKind(
@@ -281,7 +297,8 @@ class Client(Operations):
 
     async def configure_queue(self, queue: str, *, dlq: bool) -> None:
         """Turn the dead-letter queue on or off for ``queue``."""
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        check_stored_name(queue, "Queue")
+        async with self._connection("configure_queue") as conn:
             await conn.execute(SET_QUEUE, queue, dlq)
 
     # -- reads --------------------------------------------------------------------------------
@@ -289,17 +306,17 @@ class Client(Operations):
         """Whether this schema has the output columns (binary-first probe, cached)."""
         if self._probe.cached:
             return True
-        async with self.pool.acquire() as conn:
+        async with self._connection("outputs_supported") as conn:
             return await self._probe.present(conn)
 
     async def get_job(self, job_id: int) -> JobRow | None:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("get_job") as conn:
             return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
 
     # -- callbacks ----------------------------------------------------------------------------
     async def register_callback(self, job: Job[Any], timeout_seconds: float) -> CallbackToken:
         ref = self._attempt_ref(job)
-        async with self.pool.acquire() as conn:
+        async with self._connection("register_callback") as conn:
             callback_id = await callbacks.register(conn, ref, timeout_seconds)
         if callback_id is None:
             raise StaleAttempt(f"Job {job.id}'s attempt has already ended.")
@@ -310,11 +327,11 @@ class Client(Operations):
     async def wait_for_callback(self, job: Job[Any], token: CallbackToken) -> Any:
         event = self._callback_waiters.setdefault(token.callback_id, asyncio.Event())
         await self.ensure_listener()
-        async with self.pool.acquire() as conn:
+        async with self._connection("wait_for_callback") as conn:
             await conn.execute(callbacks.MARK_WAITING, token.callback_id)
         try:
             while True:
-                async with self.pool.acquire() as conn:
+                async with self._connection("wait_for_callback") as conn:
                     row = await conn.fetchrow(callbacks.POLL, token.callback_id)
                     if row is None:
                         raise StaleAttempt(f"Job {job.id} was resolved externally while waiting.")
@@ -345,7 +362,7 @@ class Client(Operations):
 
     async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
         callbacks.validate_external_output(opts, None)  # fail before touching the database
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("complete_external") as conn:
             supported = await self._probe.present(conn)
             job_id, stored, dropped = await callbacks.complete_external(
                 conn, callback_id, opts, outputs_supported=supported, declared=self._declared_output
@@ -390,7 +407,7 @@ class Client(Operations):
     async def fail_external(
         self, callback_id: str, error: str, *, run_lease: int | None = None
     ) -> JobRow | None:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("fail_external") as conn:
             job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
             row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
         if row is not None:  # committed: the job failed for good
@@ -400,7 +417,7 @@ class Client(Operations):
     async def retry_external(
         self, callback_id: str, *, run_lease: int | None = None
     ) -> JobRow | None:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("retry_external") as conn:
             job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
             row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
         if row is not None:  # committed: the job runs again
@@ -408,12 +425,12 @@ class Client(Operations):
         return row
 
     async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> None:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("heartbeat_callback") as conn:
             await callbacks.heartbeat(conn, callback_id, timeout_seconds)
 
     async def resolve_callback(self, callback_id: str, payload: Any = None) -> None:
         """Answer a handler waiting in ``wait_for_callback``; it resumes with ``payload``."""
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("resolve_callback") as conn:
             await callbacks.resolve(conn, callback_id, payload)
 
     # -- runtime ------------------------------------------------------------------------------
@@ -434,7 +451,9 @@ class Client(Operations):
         if self._runtime is not None:
             raise AwaError("This client is already running.")
         chosen = (
-            list(queues) if queues is not None else sorted({s.queue for s in self._tasks.values()})
+            [check_stored_name(q, "Queue") for q in queues]
+            if queues is not None
+            else sorted({s.queue for s in self._tasks.values()})
         )
         self._runtime = Runtime(
             self,
@@ -518,15 +537,16 @@ class Client(Operations):
         return AttemptRef(job.id, job.run_lease, claim_id)
 
     def _channel(self, name: str) -> str:
-        return f"awa_{name}_{self.schema}"
+        return channel(name, self.schema)
 
     async def ensure_listener(self) -> None:
         """LISTEN for cancellations and callback answers; re-established after a lost connection."""
         if self._listener is not None and not self._listener_lost:
             return
-        conn = await self.pool.acquire()
-        await conn.add_listener(self._channel("callback"), self._on_callback_notice)
-        await conn.add_listener(self._channel("cancel"), self._on_cancel_notice)
+        with translate_errors(self.dsn, "listen"):
+            conn = await self.pool.acquire()
+            await conn.add_listener(self._channel("callback"), self._on_callback_notice)
+            await conn.add_listener(self._channel("cancel"), self._on_cancel_notice)
         conn.add_termination_listener(self._on_listener_lost)
         self._listener, self._listener_lost = conn, False
 

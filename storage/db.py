@@ -3,11 +3,10 @@ translated."""
 
 from __future__ import annotations
 
-import re
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeAlias
+from typing import Any, Self, TypeAlias
 
 import asyncpg
 import orjson
@@ -17,26 +16,18 @@ from storage.errors import (
     AwaError,
     ConfigError,
     ConnectionFailed,
+    DatabaseError,
+    OperationTimeout,
+    PermissionDenied,
     ReadOnlyError,
     SchemaNotMigrated,
 )
+from storage.names import check_schema_name as check_schema_name  # re-exported for callers
 from storage.redact import redact_dsn as redact_dsn
 from storage.redact import redact_secrets
 
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-
 # A plain connection or one borrowed from a pool: engine functions accept either.
 Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
-
-
-def check_schema_name(schema: str) -> str:
-    """Queue-storage schema names are interpolated into SQL, so only plain lower-case names pass."""
-    if not SCHEMA_NAME.match(schema):
-        raise ConfigError(
-            f"Schema name {schema!r} is not allowed: "
-            "use lower-case letters, digits and underscores."
-        )
-    return schema
 
 
 def _encode_jsonb(value: Any) -> bytes:
@@ -65,6 +56,7 @@ async def create_pool(
     min_size: int = 1,
     max_size: int = 10,
     read_only: bool = False,
+    command_timeout: float | None = 60,
 ) -> asyncpg.Pool:
     """A pool whose connections see ``schema`` first and speak orjson for json and jsonb."""
     # Startup settings, not SET: the pool's RESET ALL on release returns to these.
@@ -78,21 +70,42 @@ async def create_pool(
             max_size=max_size,
             init=_init_connection,
             server_settings=settings,
-            command_timeout=60,
+            command_timeout=command_timeout,
         )
 
 
+@asynccontextmanager
+async def acquire(
+    pool: asyncpg.Pool, dsn: str | None, operation: str
+) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+    """A pooled connection for one public ``operation``, with every driver error translated:
+    while (re)connecting as a connection failure, afterwards as a failure of ``operation``."""
+    translator = translate_errors(dsn, operation, connecting=True)
+    with translator:
+        async with pool.acquire() as conn:
+            translator.connecting = False
+            yield conn
+
+
 class translate_errors:
-    """Turn driver and socket errors into AwaError subclasses with a message a person can act on."""
+    """Turn driver and socket errors into AwaError subclasses with a message a person can act on.
 
-    def __init__(self, dsn: str | None = None) -> None:
+    ``operation`` names the public call for messages; without one, the block is connecting
+    (a timeout there means the server was not reached, a ValueError means a bad DSN).
+    """
+
+    def __init__(
+        self, dsn: str | None = None, operation: str | None = None, *, connecting: bool = False
+    ) -> None:
         self.dsn = dsn
+        self.operation = operation or "connect"
+        self.connecting = connecting or operation is None
 
-    def __enter__(self) -> None:
-        return None
+    def __enter__(self) -> Self:
+        return self
 
-    async def __aenter__(self) -> None:
-        return None
+    async def __aenter__(self) -> Self:
+        return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
@@ -102,39 +115,82 @@ class translate_errors:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
-        if exc is None or isinstance(exc, AwaError):
+        if exc is None or isinstance(exc, AwaError) or not isinstance(exc, Exception):
             return
-        try:
-            self._translate(exc)
-        except AwaError as translated:
+        translated = self.translate(exc)
+        if translated is not None:
             # Driver messages can echo the DSN: no password leaves this boundary.
             translated.message = redact_secrets(translated.message, self.dsn)
             translated.args = (translated.message,)
             raise translated from exc
 
-    def _translate(self, exc: BaseException) -> None:
+    def translate(self, exc: Exception) -> AwaError | None:
+        """The engine error for ``exc``, or None to let it through (a bug, not the database)."""
         where = redact_dsn(self.dsn)
+        op = self.operation
         if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
-            raise ReadOnlyError() from exc
+            return ReadOnlyError()
         if isinstance(exc, asyncpg.UndefinedTableError | asyncpg.InvalidSchemaNameError):
-            raise SchemaNotMigrated() from exc
+            return SchemaNotMigrated()
         if isinstance(
             exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError
         ):
-            raise ConnectionFailed(f"The server at {where} refused the login: {exc}") from exc
+            return ConnectionFailed(f"The server at {where} refused the login: {exc}")
         if isinstance(exc, asyncpg.InvalidCatalogNameError):
-            raise ConnectionFailed(f"The database named in {where} does not exist.") from exc
-        if isinstance(exc, asyncpg.ClientConfigurationError | ValueError) and not isinstance(
-            exc, asyncpg.PostgresError
-        ):
-            raise ConfigError(f"The connection string is not valid: {exc}") from exc
+            return ConnectionFailed(f"The database named in {where} does not exist.")
+        if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+            # The server's message names the object ("permission denied for schema awa").
+            return PermissionDenied(
+                f"{op} was refused: {exc}. Run it as a role with that privilege "
+                "(for migrate: the database owner, or a role with CREATE on the database)."
+            )
+        if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
+            # asyncpg could not encode an argument; its message quotes the value.
+            return DatabaseError(f"{op} was given a value that cannot be sent to PostgreSQL.")
+        if self.connecting:
+            if isinstance(exc, asyncpg.ClientConfigurationError | ValueError) and not isinstance(
+                exc, asyncpg.PostgresError
+            ):
+                return ConfigError(f"The connection string is not valid: {exc}")
+            if isinstance(exc, TimeoutError):
+                return ConnectionFailed(
+                    f"Could not reach PostgreSQL at {where}: no answer in time."
+                )
+        elif timeout := _timeout_message(exc, op):
+            return OperationTimeout(op, timeout)
+        if isinstance(exc, OSError | socket.gaierror | asyncpg.CannotConnectNowError):
+            reason = str(exc) or type(exc).__name__
+            return ConnectionFailed(f"Could not reach PostgreSQL at {where}: {reason}")
         if isinstance(
-            exc, OSError | socket.gaierror | TimeoutError | asyncpg.CannotConnectNowError
+            exc,
+            asyncpg.ConnectionDoesNotExistError
+            | asyncpg.InterfaceError
+            | asyncpg.PostgresConnectionError
+            | asyncpg.OperatorInterventionError,
         ):
-            raise ConnectionFailed(f"Could not reach PostgreSQL at {where}: {exc}") from exc
-        if isinstance(exc, asyncpg.ConnectionDoesNotExistError | asyncpg.InterfaceError):
-            raise ConnectionFailed(f"The connection to PostgreSQL was lost: {exc}") from exc
-        return
+            return ConnectionFailed(f"The connection to PostgreSQL was lost during {op}: {exc}")
+        if isinstance(exc, asyncpg.PostgresError):
+            # Server messages can quote values (job args, outputs): the class and code only.
+            return DatabaseError(
+                f"{op} failed in PostgreSQL: {type(exc).__name__} (SQLSTATE {exc.sqlstate})."
+            )
+        return None
+
+
+def _timeout_message(exc: Exception, operation: str) -> str | None:
+    if isinstance(exc, TimeoutError):
+        return (
+            f"{operation} timed out: PostgreSQL did not answer within the client's "
+            "command_timeout, so the statement was cancelled."
+        )
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        return f"{operation} timed out waiting for a lock (lock_timeout) and was cancelled."
+    if isinstance(exc, asyncpg.QueryCanceledError):
+        return (
+            f"{operation} was cancelled by the server (statement_timeout, or an administrator "
+            "cancelled it)."
+        )
+    return None
 
 
 @asynccontextmanager

@@ -46,8 +46,28 @@ class ConfigError(AwaError):
     """The connection settings are not usable."""
 
 
+class InvalidName(ConfigError):
+    """The name is not allowed (see ``storage.names`` for the rule)."""
+
+
 class ConnectionFailed(AwaError):
     """The database could not be reached."""
+
+
+class OperationTimeout(AwaError):
+    """The database did not finish the operation in time, so it was cancelled."""
+
+    def __init__(self, operation: str, message: str | None = None) -> None:
+        self.operation = operation
+        super().__init__(message)
+
+
+class PermissionDenied(AwaError):
+    """The database role lacks a privilege this operation needs."""
+
+
+class DatabaseError(AwaError):
+    """PostgreSQL refused the operation."""
 
 
 class SchemaNotMigrated(AwaError):

@@ -26,6 +26,7 @@ import asyncpg
 from storage.db import Conn
 from storage.errors import InvalidFilter
 from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState, StateCounts
+from storage.names import unstorable
 from storage.payload import errors_of
 
 # Attempts that are claimed and not yet ended. Claim batches below the rescue horizon are fully
@@ -220,19 +221,15 @@ def _printable(value: object) -> str:
 
 
 def check_text(what: str, value: str | None) -> str | None:
-    """Refuse text PostgreSQL cannot take (a NUL, a lone surrogate) before it reaches the driver."""
+    """Refuse text PostgreSQL cannot take (a NUL, a lone surrogate) before it reaches the driver.
+    The message names the position, never the text: search text can be anything."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise InvalidFilter(f"The {what} filter must be text.")
-    if "\x00" in value:
-        raise InvalidFilter(f"The {what} filter contains a NUL character, which cannot match.")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidFilter(
-            f"The {what} filter contains a lone surrogate (text that is not valid Unicode)."
-        ) from None
+    reason = unstorable(value)
+    if reason is not None:
+        raise InvalidFilter(f"The {what} filter contains {reason}, so it cannot match.")
     return value
 
 

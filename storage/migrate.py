@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from importlib.resources import files
 
-from storage.db import Conn, check_schema_name, connect_once, translate_errors
+from storage.db import Conn, connect_once, translate_errors
+from storage.names import check_schema_name
 
 MIGRATION_LOCK = (0x617761, 1)  # two-int advisory key space: ("awa", migrations)
 _FILE = re.compile(r"^v(\d{3})_([a-z0-9_]+)\.sql$")
@@ -72,9 +73,14 @@ async def migrate_connection(conn: Conn, *, target: int | None = None) -> list[i
 
 
 async def migrate(dsn: str | None, *, target: int | None = None) -> list[int]:
-    """Bring the database at ``dsn`` up to date. Returns the versions applied now."""
+    """Bring the database at ``dsn`` up to date. Returns the versions applied now.
+
+    Every failure is an ``AwaError``: ``ConnectionFailed``, ``PermissionDenied`` (the role may
+    not create the control schema or its objects), ``OperationTimeout`` (a lock wait), or
+    ``DatabaseError``; nothing is applied then, and the run can simply be repeated.
+    """
     async with connect_once(dsn) as conn:
-        with translate_errors(dsn):
+        with translate_errors(dsn, "migrate"):
             return await migrate_connection(conn, target=target)
 
 

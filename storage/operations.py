@@ -6,12 +6,14 @@ module stays small; ``Client`` inherits these methods.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from storage import admin, descriptors, listing, maintenance
-from storage.db import translate_errors
+from storage.db import acquire
 from storage.errors import AwaError, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
 from storage.listing import ListFilter
@@ -24,6 +26,7 @@ from storage.models import (
     KindSummary,
     StateCounts,
 )
+from storage.names import check_stored_name
 from storage.output import output_descriptor
 
 if TYPE_CHECKING:
@@ -42,6 +45,13 @@ class Operations:
     _descriptors: dict[str, JobKindDescriptor]
     events: EventBus
 
+    def _connection(
+        self, operation: str
+    ) -> AbstractAsyncContextManager[PoolConnectionProxy[asyncpg.Record]]:
+        """A pooled connection for the public call ``operation``; every failure, including
+        the pool's (re)connect, surfaces as an ``AwaError`` naming it."""
+        return acquire(self.pool, self.dsn, operation)
+
     # -- lists --------------------------------------------------------------------------------
     async def list_jobs(
         self,
@@ -58,7 +68,7 @@ class Operations:
         ``has_output`` says if one exists. An unknown state or unusable filter text raises
         ``InvalidFilter``."""
         where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("list_jobs") as conn:
             outputs = await self._probe.present(conn)
             async with listing.snapshot(conn):
                 return await listing.list_jobs(
@@ -78,18 +88,14 @@ class Operations:
     ) -> JobPage:
         """``list_jobs`` and ``counts`` together, from one snapshot (what a screen shows)."""
         where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("browse") as conn:
             outputs = await self._probe.present(conn)
             return await listing.browse(
                 conn, where, before_id=before_id, limit=limit, outputs=outputs
             )
 
     async def counts(self) -> StateCounts:
-        async with (
-            translate_errors(self.dsn),
-            self.pool.acquire() as conn,
-            listing.snapshot(conn),
-        ):
+        async with self._connection("counts") as conn, listing.snapshot(conn):
             return await listing.counts(conn)
 
     async def count_matching(self, **where: Any) -> int:
@@ -97,7 +103,7 @@ class Operations:
         return len(await self._matching_ids(ListFilter.of(**where)))
 
     async def _matching_ids(self, where: ListFilter) -> list[int]:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("bulk_action") as conn:
             outputs = await self._probe.present(conn)
             return await listing.matching_ids(conn, where, outputs=outputs, chunk=BULK_PAGE)
 
@@ -154,13 +160,14 @@ class Operations:
     async def _admin(self, action: Any, job_id: int) -> JobRow | None:
         from storage import reads
 
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        name = action.__name__
+        async with self._connection(name if name.endswith("dlq") else f"{name}_job") as conn:
             outputs = await self._probe.present(conn)
             await action(conn, job_id, outputs=outputs)
             return await reads.get_job(conn, job_id, outputs=outputs)
 
     async def database_read_only(self) -> bool:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("database_read_only") as conn:
             return await admin.database_read_only(conn)
 
     # -- descriptors --------------------------------------------------------------------------
@@ -180,6 +187,7 @@ class Operations:
         from storage.client import kind_of
 
         kind = kind_or_type if isinstance(kind_or_type, str) else kind_of(kind_or_type)
+        check_stored_name(kind, "Kind")
         descriptor = JobKindDescriptor(
             kind=kind,
             display_name=display_name,
@@ -205,21 +213,22 @@ class Operations:
 
     async def sync_descriptors(self) -> None:
         tasks: dict[str, Any] = getattr(self, "tasks", {})
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("sync_descriptors") as conn:
             await descriptors.sync(conn, self.declared_descriptors(tasks))
 
     async def get_descriptor(self, kind: str) -> JobKindDescriptor | None:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        check_stored_name(kind, "Kind")
+        async with self._connection("get_descriptor") as conn:
             return (await descriptors.fetch(conn, kind)).get(kind)
 
     async def list_kinds(self) -> list[KindSummary]:
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("list_kinds") as conn:
             return await descriptors.list_kinds(conn)
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
         """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
-        async with translate_errors(self.dsn), self.pool.acquire() as conn:
+        async with self._connection("run_maintenance") as conn:
             report = await maintenance.run_pass(
                 conn,
                 settings or MaintenanceSettings(),
