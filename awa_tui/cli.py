@@ -16,6 +16,7 @@ Exit codes:
     2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
     4  the schema is not migrated (run ``awa-tui migrate``)
+    128 + signal  --demo ended by SIGHUP (129), Ctrl-C while starting (130) or SIGTERM (143)
 """
 
 from __future__ import annotations
