@@ -81,7 +81,8 @@ async def _admin(client: Client, stop: asyncio.Event, tally: Counter[str]) -> No
         else:
             tally[name] += 1
 
-    while await _every(stop, 0.5):  # slower than callbacks arrive: some stay waiting
+    rounds = 0
+    while await _every(stop, 0.5):
         for row in await client.list_jobs(state=JobState.AVAILABLE, limit=2):
             await act("cancel", client.cancel_job(row.id))
         for row in await client.list_jobs(state=JobState.CANCELLED, limit=1):
@@ -90,6 +91,9 @@ async def _admin(client: Client, stop: asyncio.Event, tally: Counter[str]) -> No
             await act("retry", client.retry_job(row.id))
         for row in await client.list_jobs(state=JobState.COMPLETED, limit=1):
             await act("delete", client.delete_job(row.id))
+        rounds += 1
+        if rounds % 4:  # slower than callbacks arrive, so some stay waiting for the tour
+            continue
         for row in await client.list_jobs(state=JobState.WAITING_EXTERNAL, limit=1):
             job = await client.get_job(row.id)
             if job is None or job.callback is None:
@@ -188,8 +192,9 @@ async def tour(
         if await reach(pilot, JobDetailScreen, within=2):
             seen["detail"] += 1
         await back_to_jobs(pilot)
-        retried = await find(JobState.RETRYABLE)
-        if retried is not None:  # a job with an error history
+        # failed after retries (or retrying): it has an error history
+        retried = await find(JobState.FAILED) or await find(JobState.RETRYABLE)
+        if retried is not None:
             app.open_job(retried)
             assert await reach(pilot, JobDetailScreen)
             await step(pilot, rest=0.3)  # the detail loads

@@ -17,8 +17,9 @@ async def test_console_survives_a_live_workload(migrated_dsn: str, schema: str) 
     ):
 
         async def find(state: JobState) -> int | None:
-            rows = await reader.list_jobs(state=state, limit=1)
-            return rows[0].id if rows else None
+            """The oldest on the first page: the admin client acts on the newest."""
+            rows = await reader.list_jobs(state=state, limit=50)
+            return rows[-1].id if rows else None
 
         app = make_app(migrated_dsn, schema, refresh=0.2)
         async with app.run_test(size=SIZE) as pilot:
