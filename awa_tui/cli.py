@@ -19,7 +19,8 @@ Exit codes:
     5  permission denied (the role lacks a privilege, e.g. CREATE for ``migrate``)
     6  timed out (a statement or lock wait ran past its timeout; nothing was applied, re-run)
     70 an unexpected internal error stopped the console (a bug; one line on stderr, no locals)
-    130 interrupted (SIGINT / Ctrl-C outside the console)
+    130 interrupted (SIGINT / Ctrl-C outside the console, or while --demo starts)
+    129, 143  --demo ended by SIGHUP (a closed terminal) or SIGTERM; the demo still cleans up
 
 Once the console is open, a lost connection does not end it: the header says
 ``connection lost, retrying`` and the console recovers by itself.

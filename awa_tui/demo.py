@@ -11,15 +11,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import os
 import random
+import signal
 import sys
-import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
+from awa_tui.embedded import SIGNALS, EmbeddedPostgres, exit_on_signals, signal_exit_code
 from awa_tui.errors import EXIT_USAGE, describe, exit_code
 from storage import (
     AwaError,
@@ -30,6 +33,9 @@ from storage import (
     WaitForCallback,
     migrate,
 )
+
+if TYPE_CHECKING:
+    from awa_tui.app import AwaApp
 
 DEMO_LABEL = "embedded PostgreSQL with a live workload; nothing here is real"
 SCHEMA = "awa"
@@ -118,6 +124,10 @@ class DemoClient(Client):
                 await self.feeder
         if self.workload is not None:
             await self.workload.close()
+        # Quitting does not wait for the demo's handlers (one sleeps 45 s): they are cancelled
+        # before they write anything, so their attempts stay open and a later worker rescues
+        # them at their deadline.
+        await self.shutdown(abandon=True)
         await super().close()
 
 
@@ -273,47 +283,68 @@ class DemoWorkload:
         return console
 
 
-def ensure_runtime_dir() -> None:
-    """pgserver needs XDG_RUNTIME_DIR; give it a private one when the session has none."""
-    if not os.environ.get("XDG_RUNTIME_DIR"):
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="awa-runtime-")  # mode 0700
+def build_demo_app(dsn: str, args: argparse.Namespace) -> AwaApp:
+    """The console on the demo database, its client the demo's live workload."""
+    from awa_tui.app import make_app
+
+    return make_app(
+        dsn,
+        SCHEMA,
+        read_only=args.read_only,
+        refresh=args.refresh,
+        initial_job=args.job,
+        initial_kind=args.kind,
+        initial_state=args.state,
+        demo_label=DEMO_LABEL,
+        client_factory=DemoWorkload(dsn, read_only=args.read_only).start,
+        dsn_label=f"embedded PostgreSQL (pgserver) · schema {SCHEMA}",
+        editor=os.environ.get("VISUAL") or os.environ.get("EDITOR"),
+    )
+
+
+async def run_app(app: AwaApp, note: Callable[[int], None]) -> None:
+    """Run the app; SIGTERM and SIGHUP exit it through Textual, which restores the terminal."""
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        note(signum)
+        app.exit(return_code=signal_exit_code(signum))
+
+    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await app.run_async()
+    finally:
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)  # this resets it to SIG_DFL
+            signal.signal(sig, handler)
+
+
+def say(message: str) -> None:
+    """A line on stderr; the terminal may be gone already (SIGHUP)."""
+    with contextlib.suppress(OSError):
+        print(f"awa-tui: {message}", file=sys.stderr)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    ensure_runtime_dir()
-    try:
-        import pgserver
-    except ImportError:
-        print("awa-tui: --demo needs pgserver: pip install 'awa-tui[demo]'", file=sys.stderr)
+    """The embedded server is stopped and its directory removed on every way out: quit, an
+    error, Ctrl-C (before the console is up), SIGTERM and SIGHUP."""
+    if importlib.util.find_spec("pgserver") is None:  # not imported: see awa_tui.embedded
+        say("--demo needs pgserver: pip install 'awa-tui[demo]'")
         return EXIT_USAGE
-    from awa_tui.app import make_app
-
-    with tempfile.TemporaryDirectory(prefix="awa-demo-pg-") as data_dir:
-        print("awa-tui: starting the embedded PostgreSQL for the demo…", file=sys.stderr)
-        server = pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
-        try:
-            dsn = str(server.get_uri())
+    try:
+        with exit_on_signals() as note, EmbeddedPostgres() as server:
+            say("starting the embedded PostgreSQL for the demo…")
             try:
-                asyncio.run(migrate(dsn))
+                asyncio.run(migrate(server.dsn))
             except AwaError as exc:
-                print(f"awa-tui: {describe(exc).text}", file=sys.stderr)
+                say(describe(exc).text)
                 return exit_code(exc)
-            app = make_app(
-                dsn,
-                SCHEMA,
-                read_only=args.read_only,
-                refresh=args.refresh,
-                initial_job=args.job,
-                initial_kind=args.kind,
-                initial_state=args.state,
-                demo_label=DEMO_LABEL,
-                client_factory=DemoWorkload(dsn, read_only=args.read_only).start,
-                dsn_label=f"embedded PostgreSQL (pgserver) · schema {SCHEMA}",
-                editor=os.environ.get("VISUAL") or os.environ.get("EDITOR"),
-            )
-            app.run()
+            app = build_demo_app(server.dsn, args)
+            asyncio.run(run_app(app, note))
             if app.fatal_message is not None:
-                print(f"awa-tui: {app.fatal_message}", file=sys.stderr)
+                say(app.fatal_message)
             return app.return_code or 0
-        finally:
-            server.cleanup()
+    except KeyboardInterrupt:
+        return signal_exit_code(signal.SIGINT)

@@ -5,19 +5,26 @@ installer, so tests never see each other's jobs. No mocked database.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
 
+from awa_tui.embedded import EmbeddedPostgres
 from storage import Client
 from storage.db import connect_once
 from storage.migrate import install_schema, migrate
 
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="awa-runtime-"))
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    # pgserver keeps its lock file here; set before pgserver is imported, removed at exit
+    # (registered before pgserver's own exit hooks, so it runs after them).
+    os.environ["XDG_RUNTIME_DIR"] = _runtime_dir = tempfile.mkdtemp(prefix="awa-runtime-")
+    atexit.register(shutil.rmtree, _runtime_dir, ignore_errors=True)
 _schema_numbers = itertools.count(1)
 
 
@@ -28,14 +35,8 @@ def pg_dsn() -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    from pgserver import postgres_server
-
-    with tempfile.TemporaryDirectory(prefix="awa-test-pg-") as data_dir:
-        server = postgres_server.get_server(data_dir, cleanup_mode="stop")
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
+    with EmbeddedPostgres(prefix="awa-test-pg-") as server:
+        yield server.dsn
 
 
 @pytest.fixture(scope="session")

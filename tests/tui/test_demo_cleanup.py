@@ -1,0 +1,56 @@
+"""``awa-tui --demo`` leaves nothing behind: its server stops and its directory goes, on quit
+(the real demo code path, headless) and when SIGTERM or a closed terminal (SIGHUP) ends it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from awa_tui.demo import build_demo_app
+from awa_tui.embedded import EmbeddedPostgres, process_alive
+from awa_tui.query import TABS
+from awa_tui.screens.detail import JobDetailScreen
+from awa_tui.screens.jobs import JobsScreen
+from storage import Client, JobState, migrate
+from tests.tui.live import assert_alive, reach, step
+from tests.tui.scenarios import SIZE
+
+DEMO_SECONDS = 20.0
+
+
+async def test_demo_runs_live_then_quits_without_waiting_and_cleans_up() -> None:
+    server = EmbeddedPostgres()
+    await asyncio.to_thread(server.start)
+    root, pid = server.root, server.pid
+    try:
+        assert root is not None
+        assert pid is not None
+        assert process_alive(pid)
+        await migrate(server.dsn)
+        args = argparse.Namespace(read_only=False, refresh=0.2, job=None, kind=None, state=None)
+        app = build_demo_app(server.dsn, args)
+        async with app.run_test(size=SIZE) as pilot:
+            assert await reach(pilot, JobsScreen)
+            deadline = time.monotonic() + DEMO_SECONDS
+            while time.monotonic() < deadline:
+                for _ in range(5):  # mostly on All, live
+                    await step(pilot, "j", "j", "enter")
+                    if isinstance(app.screen, JobDetailScreen):
+                        await step(pilot, "escape")
+                    await step(pilot, "g")
+                for _ in TABS:  # every tab, back to All
+                    await step(pilot, "right_square_bracket")
+            assert_alive(app)
+            await pilot.press("q")
+        assert app._exception is None
+        # The 45 s report was abandoned, not awaited: still running, nothing written for it,
+        # so a worker will rescue it at its deadline.
+        async with await Client.connect(server.dsn) as client:
+            reports = await client.list_jobs(kind="build_report", limit=10)
+        nightly = [r for r in reports if r.args["report"] == "nightly-sales"]
+        assert [r.state for r in nightly] == [JobState.RUNNING]
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert not process_alive(pid)
+    assert not root.exists()

@@ -1,0 +1,60 @@
+"""The embedded PostgreSQL's lifecycle, and the signal handling the demo runs under."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from awa_tui.embedded import EmbeddedPostgres, exit_on_signals, process_alive, signal_exit_code
+from storage.db import connect_once
+
+
+async def test_stop_ends_the_server_and_removes_its_directory() -> None:
+    server = EmbeddedPostgres(prefix="awa-embedded-test-")
+    await asyncio.to_thread(server.start)
+    root, pid = server.root, server.pid
+    assert root is not None
+    assert pid is not None
+    async with connect_once(server.dsn) as conn:
+        assert await conn.fetchval("SELECT 1") == 1
+    await asyncio.to_thread(server.stop)
+    assert not process_alive(pid)
+    assert not root.exists()
+    server.stop()  # twice is fine
+
+
+async def test_stop_ends_a_server_whose_start_was_interrupted() -> None:
+    """A signal can land after pg_ctl started the postmaster, before pgserver returned."""
+    server = EmbeddedPostgres(prefix="awa-embedded-test-")
+    await asyncio.to_thread(server.start)
+    root, pid = server.root, server.pid
+    assert root is not None
+    assert pid is not None
+    server._server = None  # as if get_server never returned
+    await asyncio.to_thread(server.stop)
+    assert not process_alive(pid)
+    assert not root.exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_exits_through_finally_blocks_once(signum: signal.Signals) -> None:
+    before = signal.getsignal(signum)
+    cleaned: list[bool] = []
+
+    def work() -> None:
+        with exit_on_signals():
+            try:
+                os.kill(os.getpid(), signum)
+                signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a point where handlers have run
+            finally:
+                os.kill(os.getpid(), signum)  # a second one (a hang-up can repeat) is ignored
+                cleaned.append(True)
+
+    with pytest.raises(SystemExit) as exited:
+        work()
+    assert exited.value.code == signal_exit_code(signum)
+    assert cleaned == [True]
+    assert signal.getsignal(signum) == before
