@@ -67,6 +67,7 @@ from benchmarks._harness import (
     write_results,
 )
 from storage import Client, Job, JobState
+from storage.counting import COUNT_CAP
 
 NAME = "browser_pages"
 BASE_JOBS = 10_000
@@ -333,7 +334,13 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 await page_walk(db, JobState.FAILED, s["failed_first"], s["failed_next"], round_no)
                 ms, counts = await timed(db.client.counts())
                 completed = counts.by_state[JobState.COMPLETED]
-                if completed != db.jobs * 95 // 100:
+                expected = db.jobs * 95 // 100
+                honest = (
+                    completed == expected
+                    if counts.is_exact(JobState.COMPLETED)
+                    else completed <= min(expected, COUNT_CAP)  # "at least": never too high
+                )
+                if not honest:
                     raise AssertionError(f"{db.label}: counts() says {completed} completed")
                 s["counts"].add(round_no, ms)
                 ms, page = await timed(db.client.browse(limit=PAGE))

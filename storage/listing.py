@@ -1,5 +1,6 @@
-"""List reads and counts. Rows come newest first with keyset paging (``before_id``) and never
-carry an output: list reads do not load outputs (ADR-048), only whether one exists.
+"""List reads. Rows come newest first with keyset paging (``before_id``) and never carry an
+output: list reads do not load outputs (ADR-048), only whether one exists. The counts shown
+beside a page are in ``storage.counting``.
 
 Each state has its own index-bounded query, so a page costs about the same on a million
 jobs as on ten thousand. Compact completions are walked batch by batch in ``max_job_id``
@@ -25,7 +26,7 @@ import asyncpg
 
 from storage.db import Conn
 from storage.errors import InvalidFilter
-from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState, StateCounts
+from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState
 from storage.names import unstorable
 from storage.payload import errors_of
 
@@ -173,29 +174,6 @@ _MASK = {
     " FROM unnest(b.outputs) WITH ORDINALITY AS x(o, n))",
     False: "NULL::boolean[]",
 }
-
-COUNTS = f"""
-WITH {OPEN_ATTEMPTS}
-SELECT
-  (SELECT count(*) FROM deferred_jobs WHERE state = 'scheduled') AS scheduled,
-  (SELECT count(*) FROM deferred_jobs WHERE state = 'retryable') AS retryable,
-  (SELECT COALESCE(sum(next_seq - claim_seq), 0) FROM queue_lanes)
-    - (SELECT count(*) FROM ready_tombstones t
-         JOIN ready_entries r USING (job_id, run_lease)
-         JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
-        WHERE r.lane_seq >= l.claim_seq) AS available,
-  (SELECT count(*) FROM open o WHERE NOT EXISTS (
-      SELECT 1 FROM attempt_state s WHERE s.job_id = o.job_id AND s.run_lease = o.run_lease
-         AND s.state = 'waiting_external')) AS running,
-  (SELECT count(*) FROM open o JOIN attempt_state s USING (job_id, run_lease)
-    WHERE s.state = 'waiting_external') AS waiting_external,
-  (SELECT count(*) FROM done_entries WHERE state = 'completed')
-    + (SELECT COALESCE(sum(completed_count), 0) FROM receipt_completion_batches)
-    - (SELECT count(*) FROM receipt_completion_tombstones) AS completed,
-  (SELECT count(*) FROM done_entries WHERE state = 'failed') AS failed,
-  (SELECT count(*) FROM done_entries WHERE state = 'cancelled') AS cancelled,
-  (SELECT count(*) FROM dlq_entries) AS dlq
-"""
 
 COMPACT_CHUNK = 4
 NO_BEFORE = 2**63 - 1
@@ -391,12 +369,22 @@ async def _compact_page(conn: Conn, params: list[Any], outputs: bool) -> list[Jo
 
 
 async def browse(
-    conn: Conn, where: ListFilter, *, before_id: int | None, limit: int, outputs: bool
+    conn: Conn,
+    where: ListFilter,
+    *,
+    before_id: int | None,
+    limit: int,
+    outputs: bool,
+    count_cap: int | None = None,
 ) -> JobPage:
-    """A page and the counts shown beside it, from one snapshot."""
+    """A page and the counts shown beside it (``storage.counting``), from one snapshot."""
+    from storage import counting  # counting builds on this module's OPEN_ATTEMPTS
+
+    cap = counting.COUNT_CAP if count_cap is None else count_cap
     async with snapshot(conn):
         rows = await list_jobs(conn, where, before_id=before_id, limit=limit, outputs=outputs)
-        return JobPage(rows=rows, counts=await counts(conn), has_more=len(rows) == limit)
+        page_counts = await counting.counts(conn, cap=cap)
+        return JobPage(rows=rows, counts=page_counts, has_more=len(rows) == limit)
 
 
 async def matching_ids(conn: Conn, where: ListFilter, *, outputs: bool, chunk: int) -> list[int]:
@@ -410,13 +398,3 @@ async def matching_ids(conn: Conn, where: ListFilter, *, outputs: bool, chunk: i
             if len(page) < chunk:
                 return ids
             before = page[-1].id
-
-
-async def counts(conn: Conn) -> StateCounts:
-    """Jobs per state, bounded by indexes and the rescue horizon rather than history size."""
-    row = await conn.fetchrow(COUNTS)
-    assert row is not None
-    return StateCounts(
-        by_state={state: int(row[state.value] or 0) for state in JobState},
-        dlq=int(row["dlq"] or 0),
-    )

@@ -114,12 +114,19 @@ class JobRow(BaseModel):
 
 
 class StateCounts(BaseModel):
-    """Jobs per state, plus dead-lettered jobs."""
+    """Jobs per state, plus dead-lettered jobs.
+
+    A number is exact unless its state is in ``capped`` (or ``dlq_capped`` for the DLQ): then
+    it is a lower bound, "at least this many" (``storage.counting`` stops counting at a cap).
+    Sums over a capped state are lower bounds too (``live_exact``, ``total_exact``).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     by_state: dict[JobState, int]
     dlq: int
+    capped: frozenset[JobState] = frozenset()
+    dlq_capped: bool = False
 
     @property
     def total(self) -> int:
@@ -130,6 +137,20 @@ class StateCounts(BaseModel):
     def live(self) -> int:
         """Jobs outside the DLQ: what ``list_jobs(state=None)`` pages through."""
         return sum(self.by_state.values())
+
+    def is_exact(self, state: JobState) -> bool:
+        """Whether ``by_state[state]`` is the exact number (else a lower bound)."""
+        return state not in self.capped
+
+    @property
+    def live_exact(self) -> bool:
+        """Whether ``live`` is exact (else a lower bound)."""
+        return not self.capped
+
+    @property
+    def total_exact(self) -> bool:
+        """Whether ``total`` is exact (else a lower bound)."""
+        return not self.capped and not self.dlq_capped
 
 
 class JobPage(BaseModel):

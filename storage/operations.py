@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage import admin, descriptors, listing, maintenance
+from storage import admin, counting, descriptors, listing, maintenance
 from storage.db import acquire
 from storage.errors import AwaError, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
@@ -44,6 +44,8 @@ class Operations:
     _probe: OutputColumnsProbe
     _descriptors: dict[str, JobKindDescriptor]
     events: EventBus
+    count_cap: int = counting.COUNT_CAP
+    """Tab counts (``counts``, ``browse``) stop at this many jobs per state."""
 
     def _connection(
         self, operation: str
@@ -91,15 +93,25 @@ class Operations:
         async with self._connection("browse") as conn:
             outputs = await self._probe.present(conn)
             return await listing.browse(
-                conn, where, before_id=before_id, limit=limit, outputs=outputs
+                conn,
+                where,
+                before_id=before_id,
+                limit=limit,
+                outputs=outputs,
+                count_cap=self.count_cap,
             )
 
-    async def counts(self) -> StateCounts:
+    async def counts(self, *, cap: int | None = None) -> StateCounts:
+        """Jobs per state, exact up to ``cap`` (default ``count_cap``) and "at least ``cap``"
+        above it: see ``StateCounts.capped`` and ``storage.counting``."""
         async with self._connection("counts") as conn, listing.snapshot(conn):
-            return await listing.counts(conn)
+            return await counting.counts(conn, cap=self.count_cap if cap is None else cap)
 
     async def count_matching(self, **where: Any) -> int:
-        """How many jobs a bulk action on this filter would touch (shown before acting)."""
+        """How many jobs a bulk action on this filter would touch (shown before acting).
+
+        Always exact, unlike the tab counts: it lists every matching id, as the action would,
+        so its cost grows with the number of matches."""
         return len(await self._matching_ids(ListFilter.of(**where)))
 
     async def _matching_ids(self, where: ListFilter) -> list[int]:

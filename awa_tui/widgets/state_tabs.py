@@ -14,7 +14,8 @@ from storage import JobState, StateCounts
 
 
 class StateTabs(Static):
-    """``1 All 1,204  2 Available 3 ...``; the active tab reversed. Click, a digit, ``[``/``]``."""
+    """``1 All 1,204  2 Available 3 ...``, ``10,000+`` for "at least" (a count at its cap); the
+    active tab reversed. Click, a digit, ``[``/``]``."""
 
     DEFAULT_CSS = """
     StateTabs { height: auto; padding: 0 1; }
@@ -40,6 +41,20 @@ class StateTabs(Static):
     def watch_counts(self) -> None:
         self.update(self.tabs_markup())
 
+    def count_label(self, tab: str) -> str | None:
+        """``1,204``, or ``10,000+`` when the count stopped at its cap (at least that many)."""
+        count = self.count_of(tab)
+        if count is None or self.counts is None:
+            return None
+        counts = self.counts
+        if tab == "all":
+            exact = counts.live_exact
+        elif tab == "dlq":
+            exact = not counts.dlq_capped
+        else:
+            exact = counts.is_exact(JobState(tab))
+        return f"{count:,}" + ("" if exact else "+")
+
     def count_of(self, tab: str) -> int | None:
         counts = self.counts
         if counts is None:
@@ -54,8 +69,9 @@ class StateTabs(Static):
         parts = []
         for tab in TABS:
             count = self.count_of(tab)
+            shown = self.count_label(tab)
             key = f"[dim]{TAB_KEYS[tab]}[/]" if tab != self.active else TAB_KEYS[tab]
-            text = escape(f"{TAB_LABELS[tab]}" + ("" if count is None else f" {count:,}") + " ")
+            text = escape(f"{TAB_LABELS[tab]}" + ("" if shown is None else f" {shown}") + " ")
             label = f" {key} {text}"
             if tab == self.active:
                 label = f"[reverse bold]{label}[/]"

@@ -215,3 +215,24 @@ async def test_a_read_only_database_is_detected(
         assert app.read_only_reason is not None
         assert "database is read-only" in app.read_only_reason
         assert "READ-ONLY" in text_of(jobs_screen(app).query_one(ModeBanner))
+
+
+async def test_a_count_above_the_cap_shows_as_at_least(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """With the cap at 3, Completed (5 jobs) says ``3+``, and All (11 jobs) the sum of what is
+    known, ``9+``: at least 9; Failed and Available (1 each) are exact."""
+
+    async def capped_client() -> Client:
+        client = await Client.connect(migrated_dsn, schema)
+        client.count_cap = 3
+        return client
+
+    app = build_app(migrated_dsn, schema, client_factory=capped_client)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tabs = text_of(jobs_screen(app).query_one(StateTabs))
+        assert "All 9+" in tabs
+        assert "Completed 3+" in tabs
+        assert "Failed 1 " in tabs
+        assert "Available 1 " in tabs

@@ -1,0 +1,141 @@
+"""The tab counts: jobs per state, exact up to a cap and a lower bound above it.
+
+The console reads these with every page and every refresh interval, so their cost must not
+grow with history. Each state is counted by reading at most ``cap + 1`` of its rows (or index
+entries): a state with at most ``cap`` jobs gets its exact number; a state with more is
+reported as ``cap`` and listed in ``StateCounts.capped``, meaning "at least ``cap``" (the
+console shows ``10,000+``). The cost at the cap is a few milliseconds however large the
+history (see ``benchmarks/browser_pages.py``).
+
+Compact completions are counted from the newest completion batches (``max_job_id`` order, an
+index walk) by summing their ``completed_count``: at most ``cap + 1`` batch rows, each holding
+at least one job, so reading them all either counts every batch or proves more than ``cap``
+jobs. Deleted compact completions (tombstones) are subtracted only when they belong to a
+batch that was counted: a tombstone can outlive its batch (it is written into the slot that
+was current at delete time, and the batch's older slot may be pruned first), and subtracting
+such a tombstone made the completed count too low.
+
+The running and waiting counts start from the open attempts above the rescue horizon
+(``listing.OPEN_ATTEMPTS``), which is bounded by the work in flight, not by history.
+
+``Client.count_matching`` does not use any of this: it counts the ids a bulk action would
+touch, exactly, because it lists them.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from storage.db import Conn
+from storage.listing import OPEN_ATTEMPTS
+from storage.models import JobState, StateCounts
+
+COUNT_CAP = 10_000
+"""Above this many jobs in a state the tab counts say "at least ``COUNT_CAP``"."""
+COMPACT_BATCHES_READ = 1_000
+"""Compact completion batches summed for the completed count (newest first)."""
+
+# $1: rows to read per state (cap + 1). Each count reads at most $1 rows, so a result of
+# $1 means "more than the cap".
+COUNTS = f"""
+WITH {OPEN_ATTEMPTS},
+newest_batches AS MATERIALIZED (
+    SELECT b.batch_id, b.max_job_id, b.min_job_id, b.completed_count
+      FROM receipt_completion_batches b
+     ORDER BY b.max_job_id DESC, b.batch_id DESC
+     LIMIT $2
+), recent_tombstones AS MATERIALIZED (
+    -- A tombstone below the oldest counted batch's min_job_id cannot belong to it.
+    SELECT t.job_id, t.run_lease FROM receipt_completion_tombstones t
+     WHERE t.job_id >= (SELECT min(min_job_id) FROM newest_batches)
+     LIMIT $1
+)
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM deferred_jobs
+                          WHERE state = 'scheduled' LIMIT $1) x) AS scheduled,
+  (SELECT count(*) FROM (SELECT 1 FROM deferred_jobs
+                          WHERE state = 'retryable' LIMIT $1) x) AS retryable,
+  (SELECT count(*) FROM (SELECT 1 FROM queue_lanes l
+                          CROSS JOIN LATERAL (
+                              SELECT 1 FROM ready_entries r
+                               WHERE r.queue = l.queue AND r.priority = l.priority
+                                 AND r.lane_seq >= l.claim_seq
+                                 AND NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                                                  WHERE t.job_id = r.job_id
+                                                    AND t.run_lease = r.run_lease)
+                               ORDER BY r.lane_seq LIMIT $1) r
+                          LIMIT $1) x) AS available,
+  (SELECT count(*) FROM (SELECT 1 FROM open o
+                          WHERE NOT EXISTS (SELECT 1 FROM attempt_state s
+                                             WHERE s.job_id = o.job_id
+                                               AND s.run_lease = o.run_lease
+                                               AND s.state = 'waiting_external')
+                          LIMIT $1) x) AS running,
+  (SELECT count(*) FROM (SELECT 1 FROM open o JOIN attempt_state s USING (job_id, run_lease)
+                          WHERE s.state = 'waiting_external' LIMIT $1) x) AS waiting_external,
+  (SELECT count(*) FROM (SELECT 1 FROM done_entries
+                          WHERE state = 'completed' LIMIT $1) x) AS completed,
+  (SELECT count(*) FROM (SELECT 1 FROM done_entries
+                          WHERE state = 'failed' LIMIT $1) x) AS failed,
+  (SELECT count(*) FROM (SELECT 1 FROM done_entries
+                          WHERE state = 'cancelled' LIMIT $1) x) AS cancelled,
+  (SELECT count(*) FROM (SELECT 1 FROM dlq_entries LIMIT $1) x) AS dlq,
+  (SELECT count(*) FROM newest_batches) AS batches_read,
+  (SELECT COALESCE(sum(completed_count), 0) FROM newest_batches) AS compact_completed,
+  (SELECT count(*) FROM recent_tombstones) AS tombstones_read,
+  (SELECT count(*) FROM recent_tombstones t
+    WHERE EXISTS (SELECT 1 FROM newest_batches n
+                    JOIN receipt_completion_batches b
+                      ON b.max_job_id = n.max_job_id AND b.batch_id = n.batch_id
+                   WHERE t.job_id BETWEEN n.min_job_id AND n.max_job_id
+                     AND b.job_ids @> ARRAY[t.job_id]
+                     AND b.run_leases[array_position(b.job_ids, t.job_id)] = t.run_lease)
+  ) AS compact_deleted
+"""
+
+
+async def counts(
+    conn: Conn, *, cap: int = COUNT_CAP, batches: int = COMPACT_BATCHES_READ
+) -> StateCounts:
+    """Jobs per state: exact up to ``cap``, "at least ``cap``" above it (``capped``).
+
+    Compact completions are summed over the ``batches + 1`` newest completion batches (one
+    more, to learn whether there are more); with more than ``batches`` batches, the completed
+    count is a lower bound.
+    """
+    if cap < 1 or batches < 1:
+        raise ValueError("the count cap and the batches read must be at least 1")
+    row = await conn.fetchrow(COUNTS, cap + 1, batches + 1)
+    assert row is not None
+    by_state: dict[JobState, int] = {}
+    capped: set[JobState] = set()
+    for state in JobState:
+        n = int(row[state.value])
+        exact = n <= cap
+        if state is JobState.COMPLETED:
+            n, exact = _completed(n, row, cap, batches)
+            exact = exact and n <= cap  # the same rule for every state: above the cap, "cap+"
+        by_state[state] = min(n, cap)
+        if not exact:
+            capped.add(state)
+    dlq = int(row["dlq"])
+    return StateCounts(
+        by_state=by_state,
+        dlq=min(dlq, cap),
+        capped=frozenset(capped),
+        dlq_capped=dlq > cap,
+    )
+
+
+def _completed(general: int, row: asyncpg.Record, cap: int, batches: int) -> tuple[int, bool]:
+    """General-path rows (at most ``cap + 1`` read) plus the compact completions of the batches
+    read, minus those of them deleted. Exact only when every batch and tombstone was read."""
+    every_batch = int(row["batches_read"]) <= batches
+    every_tombstone = int(row["tombstones_read"]) <= cap
+    compact = int(row["compact_completed"]) - int(row["compact_deleted"])
+    if not every_tombstone:
+        # More tombstones than were read could belong to the counted batches: count none of
+        # their jobs rather than risk a number that is too high.
+        compact = 0
+    exact = general <= cap and every_batch and every_tombstone
+    return general + compact, exact
