@@ -9,7 +9,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Label, Static
+from textual.widgets import Footer, Label, Static
 from textual.worker import Worker, WorkerState
 
 from awa_tui.actions import ACTIONS, JobAction, callback_why_not, confirm_labels, why_not
@@ -19,6 +19,7 @@ from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import relative
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
@@ -61,7 +62,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.loaded = False
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="≡")
+        yield AppHeader(icon="≡")
         yield ModeBanner()
         with VerticalScroll(id="detail"):
             yield Static(f"Loading job {self.job_id}…", id="summary")

@@ -10,7 +10,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Static
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.messages import JobsChanged, JobsLoaded
@@ -19,6 +19,7 @@ from awa_tui.query import JobQuery
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import both, relative
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
 from storage import JobRow
 
@@ -55,7 +56,7 @@ class DlqScreen(AwaScreen):
         self.loading = False
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="≡")
+        yield AppHeader(icon="≡")
         yield ModeBanner()
         yield Static(Text("Dead-letter queue", style="bold"), id="dlq-head")
         yield DataTable(id="dlq-table", cursor_type="row")

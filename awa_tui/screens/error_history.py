@@ -10,11 +10,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Footer, Label, Static
 
 from awa_tui.present import one_line
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, parse_timestamp, relative
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import LATEST_ONLY_NOTE, OutputPanel
 from storage import JobKindDescriptor, JobRow
@@ -43,7 +44,7 @@ class ErrorHistoryScreen(AwaScreen):
         self.order = list(range(len(row.errors) - 1, -1, -1))  # table row -> entry position
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="≡")
+        yield AppHeader(icon="≡")
         yield ModeBanner()
         row = self.row
         kept = (

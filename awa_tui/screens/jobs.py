@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
@@ -18,6 +18,7 @@ from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.pickers import BulkActionModal
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.filter_bar import FilterBar
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.mode_banner import ModeBanner
@@ -86,7 +87,7 @@ class JobsScreen(AwaScreen):
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="≡")
+        yield AppHeader(icon="≡")
         yield ModeBanner()
         yield StateTabs(self.query_state.tab, id="tabs")
         yield FilterBar(self.query_state.filter_text, id="filter")

@@ -12,12 +12,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Footer, Label, Static
 
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import both
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
 from storage import JobState, KindSummary
@@ -49,7 +50,7 @@ class KindsScreen(AwaScreen):
         self.kinds: list[KindSummary] = []
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="≡")
+        yield AppHeader(icon="≡")
         yield ModeBanner()
         yield Static(Text("Job kinds", style="bold"), id="kinds-head")
         yield DataTable(id="kinds-table", cursor_type="row")

@@ -8,9 +8,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Static
 
 from awa_tui.screens.base import AwaScreen
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.json_view import JsonView, pretty_json
 from awa_tui.widgets.mode_banner import ModeBanner
 from storage import JobKindDescriptor
@@ -28,7 +29,7 @@ class SchemaScreen(AwaScreen):
         self.descriptor = descriptor
 
     def compose(self) -> ComposeResult:
-        yield Header(icon="≡")
+        yield AppHeader(icon="≡")
         yield ModeBanner()
         type_name = self.descriptor.output_type_name or "no declared output type"
         yield Static(

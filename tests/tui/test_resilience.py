@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Footer
+from textual.widgets._header import HeaderTitle
 
 from awa_tui.errors import EXIT_INTERNAL
 from awa_tui.screens.jobs import JobsScreen
+from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_table import JobTable
 from tests.tui.conftest import settle
 from tests.tui.scenarios import SIZE, Incident, build_app
@@ -86,3 +88,19 @@ async def test_an_error_at_the_top_level_exits_70_with_one_line_and_no_message(
     assert "boom" in app.fatal_message
     assert SECRET not in app.fatal_message
     assert "\n" not in app.fatal_message
+
+
+async def test_retitling_a_header_that_is_being_torn_down_is_harmless(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """The subtitle changes on every refresh; one landing while a header loses its title
+    widget (a screen being removed) must not end the console, as Textual's Header would."""
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        title = app.screen.query_one(AppHeader).query_one(HeaderTitle)
+        await title.remove()
+        app.sub_title = "live, refreshed 09:30:01Z"
+        await pilot.pause()
+        assert app.is_running
+        assert app.return_code is None
