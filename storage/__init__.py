@@ -36,6 +36,7 @@ from storage.models import (
 )
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
+from storage.schema import Violation, schema_violations
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -69,8 +70,10 @@ __all__ = [
     "TaskSpec",
     "TerminalError",
     "UnknownKind",
+    "Violation",
     "WaitForCallback",
     "encode_output",
     "kind_of",
     "migrate",
+    "schema_violations",
 ]
