@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from storage import Client, Job, JobState
 from storage.db import connect_once
-from storage.migrate import applied_versions, migrate
+from storage.migrate import applied_versions, migrate, migrate_connection
 from storage.testing import work_one
 from tests.storage.metric_points import counter_points
 
@@ -79,10 +79,26 @@ async def test_rerunning_the_tail_takes_no_lock_on_the_tables(
     assert locked == []
 
 
-async def test_the_tail_sets_lock_timeout_only_while_it_runs(v001_dsn: str) -> None:
+@pytest.mark.parametrize(("before", "after"), [(None, "0"), ("5s", "5s")])
+async def test_the_tail_sets_lock_timeout_only_while_it_runs(
+    v001_dsn: str, before: str | None, after: str
+) -> None:
+    """v002 on a database with a pre-v002 schema: the tail runs there (its columns appear)
+    and leaves the session's lock_timeout as it found it, unset or set by the caller."""
     async with connect_once(v001_dsn) as conn, conn.transaction():
         await conn.execute("SELECT awa.install_queue_storage('late')")
-        assert await conn.fetchval("SHOW lock_timeout") == "0"
+        if before is not None:
+            await conn.execute(f"SET LOCAL lock_timeout = '{before}'")
+        assert await conn.fetchval("SHOW lock_timeout") == after
+        assert await migrate_connection(conn) == [2]
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_attribute WHERE attname = 'output' AND NOT attisdropped"
+                " AND attrelid = 'late.done_entries'::regclass"
+            )
+            == 1
+        )
+        assert await conn.fetchval("SHOW lock_timeout") == after
 
 
 async def test_v002_migrates_existing_schemas_and_keeps_their_jobs(v001_dsn: str) -> None:
