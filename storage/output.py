@@ -132,34 +132,21 @@ class OutputSlot:
             return self._text
 
 
-# Declared output types per kind. ``Client.task(..., output=T)`` registers at startup.
-_DECLARED_OUTPUTS: dict[str, type[Any]] = {}
-
-
-def register_output_type(kind: str, output_type: type[Any] | None) -> None:
-    """Declare that handlers of ``kind`` record ``output_type`` outputs (None: no type)."""
-    if output_type is None:
-        _DECLARED_OUTPUTS.pop(kind, None)
-    else:
-        _DECLARED_OUTPUTS[kind] = output_type
-
-
-def declared_output_type(kind: str) -> type[Any] | None:
-    return _DECLARED_OUTPUTS.get(kind)
-
-
-def decode_output(kind: str, value: object, output_type: type[T], *, present: bool) -> T | None:
+def decode_output(
+    kind: str, value: object, output_type: type[T], *, present: bool, declared: str | None = None
+) -> T | None:
     """Decode a stored output as ``output_type`` (reader-side typing; storage stays JSON).
 
-    A type declared for other kinds is refused on this kind, so a row of the wrong kind cannot
-    be read as the wrong shape by accident. Undeclared types decode like dispatched args.
+    ``declared`` is the output type name the kind's descriptor declares (``JobRow`` carries it
+    when it was read with it). A row whose kind declares another type is refused, so it cannot
+    be read as the wrong shape by accident; when the kind declares nothing the value decodes
+    like dispatched args.
     """
     if not present:
         return None
     name = type_name(output_type)
-    kinds = [declared for declared, known in _DECLARED_OUTPUTS.items() if known == output_type]
-    if kinds and kind not in kinds:
-        raise OutputDecodeError(f"job kind {kind!r} does not declare output type {name}")
+    if declared is not None and declared != name:
+        raise OutputDecodeError(f"job kind {kind!r} declares output type {declared}, not {name}")
     try:
         return decode_value(value, output_type)
     except JsonDecodeMismatch as exc:
