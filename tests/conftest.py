@@ -5,8 +5,10 @@ installer, so tests never see each other's jobs. No mocked database.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 
@@ -17,7 +19,10 @@ from storage import Client
 from storage.db import connect_once
 from storage.migrate import install_schema, migrate
 
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="awa-runtime-"))
+if "XDG_RUNTIME_DIR" not in os.environ:  # pgserver's platformdirs wants one; remove it after
+    _runtime_dir = tempfile.mkdtemp(prefix="awa-runtime-")
+    os.environ["XDG_RUNTIME_DIR"] = _runtime_dir
+    atexit.register(shutil.rmtree, _runtime_dir, ignore_errors=True)
 _schema_numbers = itertools.count(1)
 
 
