@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -44,11 +45,12 @@ def schema_violations(value: object, schema: Mapping[str, Any] | bool) -> list[V
     are never fetched over the network.
     """
     try:
-        Draft202012Validator.check_schema(schema)
+        validator = _validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
     except SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "its root"
         return [Violation("$", "schema", f"the declared schema is invalid at {where}")]
-    validator = Draft202012Validator(_explicit(schema), format_checker=_FORMAT_CHECKER)
+    except orjson.JSONEncodeError:
+        return [Violation("$", "schema", "the declared schema is not JSON")]
     try:
         errors = list(validator.iter_errors(value))
     except RecursionError:  # a $ref that refers to itself without consuming the value
@@ -58,6 +60,15 @@ def schema_violations(value: object, schema: Mapping[str, Any] | bool) -> list[V
         return [Violation("$", "schema", f"the declared schema's $ref {reference} is unresolvable")]
     found = [violation for error in errors for violation in _describe(error)]
     return sorted(set(found), key=lambda v: (v.path, v.keyword, v.message))
+
+
+@lru_cache(maxsize=64)
+def _validator(schema_text: bytes) -> Draft202012Validator:
+    """A checked validator per distinct schema: checking the schema against the metaschema
+    costs more than validating a typical output, and the console checks on every keystroke."""
+    schema = orjson.loads(schema_text)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(_explicit(schema), format_checker=_FORMAT_CHECKER)
 
 
 def _describe(error: ValidationError) -> Iterable[Violation]:
