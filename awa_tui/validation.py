@@ -3,8 +3,9 @@
 The same rules as the engine: the text is parsed as JSON (the standard library's parser, which
 keeps integers exact, so one beyond 64 bits is refused by the engine's rule rather than turned
 into a float), then ``encode_output``
-(size, NUL characters, ...) and the kind's published schema. Messages name reasons and JSON
-positions, never the value.
+(size, NUL characters, ...) and the kind's published schema through ``storage.schema_violations``
+(every violated keyword with its JSON path). Messages name reasons, JSON positions and the
+schema's own values, never the value typed in.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from typing import Any
 
 from awa_tui.errors import output_error_text
 from awa_tui.present import size_text
-from storage import MAX_OUTPUT_BYTES, OutputError, encode_output
-from storage.output import validate_against_schema
+from storage import MAX_OUTPUT_BYTES, OutputError, Violation, encode_output, schema_violations
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,9 @@ class OutputCheck:
     stored_text: str | None  # what would be stored (compact JSON)
     size: int | None
     reason: str | None  # "not_json", an OutputError reason, or "schema"
-    path: str | None
+    path: str | None  # the first offending position
     message: str
+    violations: tuple[Violation, ...] = ()  # every violated schema keyword, with its path
 
 
 def check_output(
@@ -65,11 +66,12 @@ def check_output(
     limit = f"{size_text(size)} of {size_text(MAX_OUTPUT_BYTES)}"
     label = type_name or "declared"
     if schema is not None:
-        reason = validate_against_schema(text, schema)
-        if reason is not None:
-            path, _, problem = reason.partition(": ")
-            message = f"schema at {path}: {problem} (does not fit the {label} schema; {limit})"
-            return OutputCheck(False, value, text, size, "schema", path, message)
+        violations = tuple(schema_violations(value, schema))
+        if violations:
+            listed = "; ".join(map(str, violations))
+            message = f"schema at {listed} (does not fit the {label} schema; {limit})"
+            path = violations[0].path
+            return OutputCheck(False, value, text, size, "schema", path, message, violations)
         return OutputCheck(
             True, value, text, size, None, None, f"{limit} · fits the {label} schema"
         )

@@ -43,6 +43,7 @@ from storage.models import (
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
+from storage.schema import Violation, schema_violations
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -82,10 +83,12 @@ __all__ = [
     "TaskSpec",
     "TerminalError",
     "UnknownKind",
+    "Violation",
     "WaitForCallback",
     "encode_output",
     "kind_of",
     "migrate",
     "redact_dsn",
     "redact_secrets",
+    "schema_violations",
 ]

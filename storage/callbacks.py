@@ -10,17 +10,15 @@ never the handler's. Each one notifies the callback's channel, so a handler stil
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from storage import finalize, transitions
-from storage.codec import JsonDecodeMismatch, decode_value
 from storage.db import Conn
 from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
 from storage.finalize import AttemptRef, Outcome
-from storage.output import encode_output
 from storage.payload import with_progress
+from storage.typed_output import DeclaredOutput, LocalModels, declared_output, external_output_text
 
 REGISTER = """
 INSERT INTO attempt_state AS s (job_id, run_lease, claim_id, callback_id, callback_timeout_at,
@@ -107,6 +105,11 @@ class ExternalCompletion:
         """Record ``value`` as ``output_type``; the completion fails unless the job is ``kind``."""
         return replace(self, output=value, expected_kind=kind, expected_type=output_type)
 
+    def precheck(self) -> None:
+        """The checks that need no database (JSON, size, ``output_for``'s type), so a bad
+        output fails before a connection is taken. The kind's declaration is checked later."""
+        external_output_text(self.output, DeclaredOutput(None, self.expected_type))
+
 
 @dataclass(frozen=True)
 class CallbackAttempt:
@@ -159,35 +162,17 @@ async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -
     )
 
 
-def validate_external_output(opts: ExternalCompletion, declared: type | None) -> str | None:
-    """The same validation as ``set_output``, before anything is written.
-
-    External callers speak JSON, so for a kind with a declared type a plain JSON value is
-    accepted when it decodes as that type; an instance of another class is refused.
-    """
-    expected = opts.expected_type or declared
-    value = opts.output
-    plain_json = isinstance(value, dict | list | str | int | float | bool)
-    if expected is not None and plain_json and not isinstance(value, expected):
-        try:
-            decode_value(value, expected)
-        except JsonDecodeMismatch as exc:
-            raise OutputError(
-                "wrong_type", f"output does not fit {expected.__name__}: {exc.detail}"
-            ) from None
-        expected = None
-    return encode_output(value, expected_type=expected)
-
-
 async def complete_external(
     conn: Conn,
     callback_id: str,
     opts: ExternalCompletion,
     *,
     outputs_supported: bool,
-    declared: Callable[[str], type | None],
+    local_models: LocalModels,
 ) -> tuple[int, str | None, bool]:
-    """Complete the callback's job with ``opts.output``.
+    """Complete the callback's job with ``opts.output``, checked against the job kind's
+    declared output (``storage.typed_output``); a refused output raises ``OutputError`` and
+    leaves the job waiting.
 
     Returns (job id, stored output text, whether an output was dropped for lack of columns).
     """
@@ -199,7 +184,10 @@ async def complete_external(
                 f"Job {attempt.ref.job_id} is of kind {attempt.kind!r}, not "
                 f"{opts.expected_kind!r}; nothing was completed.",
             )
-        text = validate_external_output(opts, declared(attempt.kind))
+        declared = await declared_output(conn, attempt.kind, local_models)
+        if opts.expected_type is not None:
+            declared = replace(declared, model=opts.expected_type)
+        text = external_output_text(opts.output, declared)
         dropped = text is not None and not outputs_supported
         stored = None if dropped else text
         ended = await transitions.complete_general(

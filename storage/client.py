@@ -35,12 +35,12 @@ from storage.migrate import LATEST_VERSION
 from storage.models import JobKindDescriptor, JobRow, JobState
 from storage.names import channel, check_stored_name
 from storage.operations import Operations
-from storage.output import declared_output_type, register_output_type
 from storage.payload import build_payload
 from storage.results import CallbackToken
 from storage.runtime import Runtime
 from storage.schema_probe import OutputColumnsProbe
 from storage.transitions import Ended
+from storage.typed_output import declared_output
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -170,7 +170,6 @@ class Client(Operations):
 
         def decorate(handler: F) -> F:
             self._tasks[resolved_kind] = TaskSpec(resolved_kind, handler, args_type, output, queue)
-            register_output_type(resolved_kind, output)
             return handler
 
         return decorate
@@ -199,9 +198,10 @@ class Client(Operations):
     def has_completed_specs(self, kind: str) -> bool:
         return bool(self._completed_specs.get(kind))
 
-    def _declared_output(self, kind: str) -> type | None:
+    def _local_output_model(self, kind: str) -> type | None:
+        """The output model this client registered for ``kind``; see ``storage.typed_output``."""
         spec = self._tasks.get(kind)
-        return spec.output_type if spec is not None else declared_output_type(kind)
+        return spec.output_type if spec is not None else None
 
     def task_spec(self, kind: str) -> TaskSpec | None:
         return self._tasks.get(kind)
@@ -310,8 +310,13 @@ class Client(Operations):
             return await self._probe.present(conn)
 
     async def get_job(self, job_id: int) -> JobRow | None:
+        """The job, carrying its kind's declared output type so ``output_as`` can check it."""
         async with self._connection("get_job") as conn:
-            return await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+            row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+            if row is None:
+                return None
+            declared = await declared_output(conn, row.kind, self._local_output_model)
+        return row.model_copy(update={"declared_output_type": declared.type_name})
 
     # -- callbacks ----------------------------------------------------------------------------
     async def register_callback(self, job: Job[Any], timeout_seconds: float) -> CallbackToken:
@@ -361,11 +366,15 @@ class Client(Operations):
         )
 
     async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
-        callbacks.validate_external_output(opts, None)  # fail before touching the database
+        opts.precheck()  # fail before touching the database
         async with self._connection("complete_external") as conn:
             supported = await self._probe.present(conn)
             job_id, stored, dropped = await callbacks.complete_external(
-                conn, callback_id, opts, outputs_supported=supported, declared=self._declared_output
+                conn,
+                callback_id,
+                opts,
+                outputs_supported=supported,
+                local_models=self._local_output_model,
             )
             row = await reads.get_job(conn, job_id, outputs=supported)
         if dropped:

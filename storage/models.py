@@ -79,6 +79,9 @@ class JobRow(BaseModel):
     callback: CallbackInfo | None = None
     dlq: DlqInfo | None = None
     storage_path: str | None = None  # "compact" | "general" for completed jobs
+    # The output type name the kind's descriptor declares, when read with it (``get_job``);
+    # ``output_as`` refuses another type. None: the kind declares none, or it was not looked up.
+    declared_output_type: str | None = None
 
     @property
     def output(self) -> Any:
@@ -97,11 +100,16 @@ class JobRow(BaseModel):
         return None
 
     def output_as(self, output_type: type[Any]) -> Any:
-        """Decode the completed output as ``output_type`` (see ``storage.output.decode_output``)."""
+        """Decode the completed output as ``output_type``; refused when the kind's descriptor
+        declares another type (see ``storage.output.decode_output``)."""
         from storage.output import decode_output
 
         return decode_output(
-            self.kind, self.output, output_type, present=self.output_text is not None
+            self.kind,
+            self.output,
+            output_type,
+            present=self.output_text is not None,
+            declared=self.declared_output_type,
         )
 
     def error_output_as(self, output_type: type[Any]) -> Any:
@@ -110,7 +118,13 @@ class JobRow(BaseModel):
 
         position = self.kept_output_position()
         value = None if position is None else self.errors[position]["output"]
-        return decode_output(self.kind, value, output_type, present=position is not None)
+        return decode_output(
+            self.kind,
+            value,
+            output_type,
+            present=position is not None,
+            declared=self.declared_output_type,
+        )
 
 
 class StateCounts(BaseModel):

@@ -18,7 +18,6 @@ from storage.codec import (
     JsonConversionError,
     JsonDecodeMismatch,
     decode_value,
-    format_path,
     instance_check,
     to_json_text,
     type_name,
@@ -133,34 +132,21 @@ class OutputSlot:
             return self._text
 
 
-# Declared output types per kind. ``Client.task(..., output=T)`` registers at startup.
-_DECLARED_OUTPUTS: dict[str, type[Any]] = {}
-
-
-def register_output_type(kind: str, output_type: type[Any] | None) -> None:
-    """Declare that handlers of ``kind`` record ``output_type`` outputs (None: no type)."""
-    if output_type is None:
-        _DECLARED_OUTPUTS.pop(kind, None)
-    else:
-        _DECLARED_OUTPUTS[kind] = output_type
-
-
-def declared_output_type(kind: str) -> type[Any] | None:
-    return _DECLARED_OUTPUTS.get(kind)
-
-
-def decode_output(kind: str, value: object, output_type: type[T], *, present: bool) -> T | None:
+def decode_output(
+    kind: str, value: object, output_type: type[T], *, present: bool, declared: str | None = None
+) -> T | None:
     """Decode a stored output as ``output_type`` (reader-side typing; storage stays JSON).
 
-    A type declared for other kinds is refused on this kind, so a row of the wrong kind cannot
-    be read as the wrong shape by accident. Undeclared types decode like dispatched args.
+    ``declared`` is the output type name the kind's descriptor declares (``JobRow`` carries it
+    when it was read with it). A row whose kind declares another type is refused, so it cannot
+    be read as the wrong shape by accident; when the kind declares nothing the value decodes
+    like dispatched args.
     """
     if not present:
         return None
     name = type_name(output_type)
-    kinds = [declared for declared, known in _DECLARED_OUTPUTS.items() if known == output_type]
-    if kinds and kind not in kinds:
-        raise OutputDecodeError(f"job kind {kind!r} does not declare output type {name}")
+    if declared is not None and declared != name:
+        raise OutputDecodeError(f"job kind {kind!r} declares output type {declared}, not {name}")
     try:
         return decode_value(value, output_type)
     except JsonDecodeMismatch as exc:
@@ -193,117 +179,3 @@ def _json_schema(output_type: type[Any]) -> dict[str, Any] | None:
         return TypeAdapter(output_type).json_schema(mode="serialization")
     except PydanticUserError:  # no schema for arbitrary classes: publish the name only
         return None
-
-
-# A JSON Schema subset, enough for the schemas pydantic emits: type, enum, const, properties,
-# required, additionalProperties, items, prefixItems, $ref into $defs, anyOf, oneOf, allOf.
-# Other keywords are not checked. Reasons name the position and JSON types, never the value.
-
-_JSON_TYPES = {
-    "null": lambda v: v is None,
-    "boolean": lambda v: isinstance(v, bool),
-    "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and v.is_integer())
-    ),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "string": lambda v: isinstance(v, str),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-
-
-def validate_against_schema(text: str, schema: dict[str, Any]) -> str | None:
-    """None when the stored ``text`` fits ``schema``, else a one-line reason with its position."""
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return "$: the stored text is not JSON"
-    return _check(value, schema, schema, [])
-
-
-def _json_type(value: object) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _JSON_TYPES[name](value):
-            return name
-    return type(value).__name__
-
-
-def _same(left: object, right: object) -> bool:
-    """JSON equality: ``true`` is not ``1``."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(_same, left, right))
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
-    return left == right
-
-
-def _check(
-    value: object,
-    node: object,
-    root: dict[str, Any],
-    path: list[str | int],
-    refs: tuple[str, ...] = (),
-) -> str | None:
-    """``refs`` are the references followed at this position, so a $ref loop cannot recurse."""
-    here = format_path(path)
-    if node is False:
-        return f"{here}: is not allowed here"
-    if not isinstance(node, dict):
-        return None
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/") and ref not in refs:
-        target: object = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, dict) else None
-        if (reason := _check(value, target, root, path, (*refs, ref))) is not None:
-            return reason
-    for sub in node.get("allOf", []):
-        if (reason := _check(value, sub, root, path, refs)) is not None:
-            return reason
-    for keyword in ("anyOf", "oneOf"):
-        if keyword in node:
-            fits = sum(_check(value, sub, root, path, refs) is None for sub in node[keyword])
-            if fits == 0:
-                return f"{here}: fits none of the {len(node[keyword])} allowed shapes"
-            if keyword == "oneOf" and fits > 1:
-                return f"{here}: fits more than one of the shapes where exactly one is allowed"
-    if "const" in node and not _same(value, node["const"]):
-        return f"{here}: is not the one allowed value"
-    if "enum" in node and not any(_same(value, option) for option in node["enum"]):
-        return f"{here}: is not one of the {len(node['enum'])} allowed values"
-    expected = node.get("type")
-    if expected is not None:
-        names = [expected] if isinstance(expected, str) else list(expected)
-        if not any(_JSON_TYPES.get(name, lambda _: True)(value) for name in names):
-            return f"{here}: expected {' or '.join(names)}, got {_json_type(value)}"
-    if isinstance(value, dict):
-        return _check_object(value, node, root, path)
-    if isinstance(value, list):
-        prefix = node.get("prefixItems", [])
-        for index, item in enumerate(value):
-            sub = prefix[index] if index < len(prefix) else node.get("items", True)
-            if sub is False:
-                return f"{here}: has more than the {len(prefix)} items allowed"
-            if (reason := _check(item, sub, root, [*path, index])) is not None:
-                return reason
-    return None
-
-
-def _check_object(
-    value: dict[str, object], node: dict[str, Any], root: dict[str, Any], path: list[str | int]
-) -> str | None:
-    properties: dict[str, Any] = node.get("properties", {})
-    for key in node.get("required", []):
-        if key not in value:
-            return f"{format_path([*path, key])}: is required but missing"
-    extra = node.get("additionalProperties", True)
-    for key, item in value.items():
-        sub = properties.get(key, extra)
-        if sub is False:
-            return f"{format_path([*path, key])}: is not an allowed property"
-        if (reason := _check(item, sub, root, [*path, key])) is not None:
-            return reason
-    return None

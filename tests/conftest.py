@@ -47,10 +47,16 @@ async def migrated_dsn(pg_dsn: str) -> str:
 
 @pytest.fixture
 async def schema(migrated_dsn: str) -> str:
-    """A fresh queue-storage schema for this test."""
+    """A fresh queue-storage schema for this test, and no kind descriptors.
+
+    Descriptors live in the control schema every test shares (``awa.job_kind_descriptors``),
+    and runtimes publish them on start: emptied here, each test sees what it would see alone,
+    whatever ran before it.
+    """
     name = f"t{os.getpid()}_{next(_schema_numbers)}"
     async with connect_once(migrated_dsn) as conn:
         await install_schema(conn, name)
+        await conn.execute("DELETE FROM awa.job_kind_descriptors")
     return name
 
 

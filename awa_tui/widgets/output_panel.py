@@ -13,8 +13,7 @@ from textual.widgets import Static
 
 from awa_tui.present import size_text
 from awa_tui.widgets.json_view import json_content, pretty_json
-from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState
-from storage.output import validate_against_schema
+from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState, schema_violations
 
 LATEST_ONLY_NOTE = (
     "Only the latest failed attempt that recorded an output keeps it; "
@@ -47,9 +46,11 @@ def output_facts(
     elif schema is None:
         verdict, fits = "no schema declared", None
     else:
-        reason = validate_against_schema(text, schema)
+        violations = schema_violations(orjson.loads(text), schema)
         verdict, fits = (
-            ("fits the schema", True) if reason is None else (f"does not fit: {reason}", False)
+            ("fits the schema", True)
+            if not violations
+            else ("does not fit: " + "; ".join(map(str, violations)), False)
         )
     return OutputFacts(text, size, type_name, verdict, fits, None)
 

@@ -163,6 +163,46 @@ def test_any_value_fails_or_reads_back_equal(value: object) -> None:
     check_one(value)
 
 
+_SAFE_INT = 2**53 - 1  # orjson's strict-integer range
+
+
+def _plain_text(text: str) -> bool:
+    return (
+        "\x00" not in text
+        and "\\u0000" not in text  # looks like a NUL escape once serialized
+        and not any("\ud800" <= char <= "\udfff" for char in text)
+    )
+
+
+def _plain_tree(value: object) -> bool:
+    kind = type(value)
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return -_SAFE_INT <= value <= _SAFE_INT  # type: ignore[operator]
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if kind is str:
+        return _plain_text(value)  # type: ignore[arg-type]
+    if kind is list:
+        return all(_plain_tree(item) for item in value)  # type: ignore[attr-defined]
+    if kind is dict:
+        return all(
+            type(key) is str and _plain_text(key) and _plain_tree(item)
+            for key, item in value.items()  # type: ignore[attr-defined]
+        )
+    return False
+
+
+def built_for_the_shortcut(value: object) -> bool:
+    """Plain JSON the shortcut exists for: exact str/int/float/bool/None and dicts and lists of
+    them, finite floats, 53-bit integers, no NUL, within the shortcut's cheap bracket bound."""
+    if not _plain_tree(value):
+        return False
+    raw = orjson.dumps(value)
+    return len(raw) <= 2 * codec.MAX_DEPTH or raw.count(b"[") + raw.count(b"{") <= codec.MAX_DEPTH
+
+
 @PROPERTY_SETTINGS
 @given(values)
 def test_the_orjson_shortcut_answers_only_with_the_walks_text(value: object) -> None:
@@ -170,6 +210,8 @@ def test_the_orjson_shortcut_answers_only_with_the_walks_text(value: object) -> 
     serializes it to the same bytes."""
     shortcut = codec._plain_json_text(value)
     event(f"shortcut: {'answered' if shortcut is not None else 'declined'}")
+    if built_for_the_shortcut(value):
+        assert shortcut is not None, "the shortcut declined a value built for it"
     if shortcut is not None:
         assert shortcut == orjson.dumps(codec.to_json_value(value))
 
@@ -206,12 +248,16 @@ flat_values = st.one_of(
 @given(flat_values)
 @example(math.nan)
 @example(-math.inf)
+@example({"rows": 3, "ratio": 0.5, "name": "a", "ok": True, "none": None})
+@example([*range(10), 1.5])
 @example({"rows": 3, "ratio": math.nan})
 @example([1.5, None, math.inf])
 @example([*range(10), math.nan])
 def test_the_shortcut_on_flat_containers_answers_only_with_the_walks_text(value: object) -> None:
     shortcut = codec._plain_json_text(value)
     event(f"shortcut: {'answered' if shortcut is not None else 'declined'}")
+    if built_for_the_shortcut(value):
+        assert shortcut is not None, "the shortcut declined a value built for it"
     if shortcut is not None:
         assert shortcut == orjson.dumps(codec.to_json_value(value))
 

@@ -19,6 +19,16 @@ class Noop(BaseModel):
     n: int
 
 
+@pytest.fixture
+def noop_handler(client: Client) -> None:
+    """Kind ``noop`` handled by this test's client, so its inserts do not depend on another
+    test having published a ``noop`` descriptor in the shared control schema."""
+
+    @client.task(Noop)
+    async def noop(job: Job[Noop]) -> None:
+        return None
+
+
 async def _claim_one(client: Client, deadline: float = 1800.0):  # type: ignore[no-untyped-def]
     async with client.pool.acquire() as c:
         (claimed,) = await claim_batch(c, ["default"], 1, deadline)
@@ -80,6 +90,7 @@ async def test_tagged_job_completes_through_one_done_entry(
     assert row.storage_path == "general"
 
 
+@pytest.mark.usefixtures("noop_handler")
 async def test_priority_then_lane_order(client: Client) -> None:
     low = await client.insert(Noop(n=1), kind="noop", priority=4)
     high = await client.insert(Noop(n=2), kind="noop", priority=1)
@@ -89,6 +100,7 @@ async def test_priority_then_lane_order(client: Client) -> None:
     assert order == [high.id, first.id, second.id, low.id]
 
 
+@pytest.mark.usefixtures("noop_handler")
 async def test_claim_records_one_claim_batch_and_no_per_job_row(
     client: Client, conn: asyncpg.Connection
 ) -> None:
@@ -101,6 +113,7 @@ async def test_claim_records_one_claim_batch_and_no_per_job_row(
     assert {r.state for r in await client.list_jobs(state=JobState.RUNNING)} == {JobState.RUNNING}
 
 
+@pytest.mark.usefixtures("noop_handler")
 async def test_scheduled_job_waits_for_promotion(client: Client) -> None:
     later = datetime.now(UTC) + timedelta(hours=1)
     row = await client.insert(Noop(n=1), kind="noop", run_at=later)
@@ -112,6 +125,7 @@ async def test_scheduled_job_waits_for_promotion(client: Client) -> None:
         assert await claim_batch(c, ["default"], 10, 60) == []
 
 
+@pytest.mark.usefixtures("noop_handler")
 async def test_completion_after_cancel_is_stale_and_writes_nothing(
     client: Client, conn: asyncpg.Connection
 ) -> None:
@@ -130,6 +144,7 @@ async def test_completion_after_cancel_is_stale_and_writes_nothing(
     assert row.output is None
 
 
+@pytest.mark.usefixtures("noop_handler")
 async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> None:
     job = await client.insert(Noop(n=1), kind="noop")
     old = await _claim_one(client, deadline=0)
@@ -160,6 +175,7 @@ async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> Non
     assert row.run_lease == new.run_lease
 
 
+@pytest.mark.usefixtures("noop_handler")
 async def test_finalize_retry_after_lost_ack_is_idempotent(
     client: Client, conn: asyncpg.Connection
 ) -> None:

@@ -203,7 +203,7 @@ async def test_descriptor_publishes_the_declared_type_and_schema(client: Client)
     assert explicit.output == {"type": "Custom", "schema": {"type": "string"}}
 
 
-async def test_output_as_refuses_a_row_of_another_kind(client: Client) -> None:
+async def test_output_as_refuses_a_type_the_kind_does_not_declare(client: Client) -> None:
     from storage.errors import OutputDecodeError
 
     @client.task(Resize, output=Thumbnail)
@@ -214,14 +214,20 @@ async def test_output_as_refuses_a_row_of_another_kind(client: Client) -> None:
     async def plain(job: Job[dict[str, int]]) -> None:
         job.set_output({"url": "u", "bytes": 1})
 
-    await client.insert(Resize(width=1))
+    typed = await client.insert(Resize(width=1))
     other = await client.insert({"a": 1}, kind="plain")
     await work_one(client)
     await work_one(client)
-    row = await client.get_job(other.id)
+    row = await client.get_job(typed.id)
     assert row is not None
-    with pytest.raises(OutputDecodeError, match="does not declare output type Thumbnail"):
-        row.output_as(Thumbnail)
+    assert row.declared_output_type == "Thumbnail"
+    assert row.output_as(Thumbnail) == Thumbnail(url="u", bytes=1)
+    with pytest.raises(OutputDecodeError, match="declares output type Thumbnail, not Other"):
+        row.output_as(Other)
+    undeclared = await client.get_job(other.id)
+    assert undeclared is not None
+    assert undeclared.declared_output_type is None  # decodes like args: no kind to check
+    assert undeclared.output_as(Other) == Other(url="u")
 
 
 async def test_output_metrics_count_recorded_sizes_and_drops(

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from storage import Client, Job, JobState
 from storage.db import connect_once
-from storage.migrate import applied_versions, migrate
+from storage.migrate import applied_versions, migrate, migrate_connection
 from storage.testing import work_one
 from tests.storage.metric_points import counter_points
 
@@ -79,10 +79,26 @@ async def test_rerunning_the_tail_takes_no_lock_on_the_tables(
     assert locked == []
 
 
-async def test_the_tail_sets_lock_timeout_only_while_it_runs(v001_dsn: str) -> None:
+@pytest.mark.parametrize(("before", "after"), [(None, "0"), ("5s", "5s")])
+async def test_the_tail_sets_lock_timeout_only_while_it_runs(
+    v001_dsn: str, before: str | None, after: str
+) -> None:
+    """v002 on a database with a pre-v002 schema: the tail runs there (its columns appear)
+    and leaves the session's lock_timeout as it found it, unset or set by the caller."""
     async with connect_once(v001_dsn) as conn, conn.transaction():
         await conn.execute("SELECT awa.install_queue_storage('late')")
-        assert await conn.fetchval("SHOW lock_timeout") == "0"
+        if before is not None:
+            await conn.execute(f"SET LOCAL lock_timeout = '{before}'")
+        assert await conn.fetchval("SHOW lock_timeout") == after
+        assert await migrate_connection(conn) == [2]
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_attribute WHERE attname = 'output' AND NOT attisdropped"
+                " AND attrelid = 'late.done_entries'::regclass"
+            )
+            == 1
+        )
+        assert await conn.fetchval("SHOW lock_timeout") == after
 
 
 async def test_v002_migrates_existing_schemas_and_keeps_their_jobs(v001_dsn: str) -> None:
@@ -175,3 +191,68 @@ async def test_a_negative_probe_is_rechecked_after_thirty_seconds(v001_dsn: str)
         await conn.execute("ALTER TABLE probed.done_entries RENAME COLUMN output TO gone")
         now[0] += 1000
         assert await probe.present(conn) is True  # a positive answer is cached for good
+
+
+async def test_external_completion_on_a_v001_schema_drops_its_output_and_completes(
+    v001_dsn: str,
+) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from storage import WaitForCallback
+    from storage.metrics import OutputMetrics
+
+    async with connect_once(v001_dsn) as conn:
+        await conn.execute("SELECT awa.install_queue_storage('waits')")
+    reader = InMemoryMetricReader()
+    async with await Client.connect(v001_dsn, "waits") as client:
+        client.metrics = OutputMetrics(meter_provider=MeterProvider(metric_readers=[reader]))
+
+        @client.task(Work)
+        async def handle(j: Job[Work]) -> WaitForCallback:
+            return WaitForCallback(await j.register_callback(timeout_seconds=600))
+
+        job = await client.insert(Work(n=1))
+        await work_one(client)
+        waiting = await client.get_job(job.id)
+        assert waiting is not None
+        assert waiting.callback is not None
+        row = await client.complete_external(waiting.callback.callback_id, output={"n": 1})
+        assert row.state is JobState.COMPLETED
+        assert row.output is None
+        stored = await client.get_job(job.id)
+        assert stored is not None
+        assert stored.state is JobState.COMPLETED
+    dropped = [
+        (attrs["awa.job.kind"], attrs["awa.output.reason"], value)
+        for attrs, value in counter_points(reader, "awa.job.output_dropped")
+    ]
+    assert dropped == [("work", "schema_missing", 1)]
+
+
+async def test_descriptor_sync_without_the_output_column_publishes_the_rest(
+    v001_dsn: str,
+) -> None:
+    async with connect_once(v001_dsn) as conn:
+        await conn.execute("SELECT awa.install_queue_storage('described')")
+        assert not await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attname = 'output'"
+            " AND attrelid = 'awa.job_kind_descriptors'::regclass AND NOT attisdropped)"
+        )
+    async with await Client.connect(v001_dsn, "described") as client:
+
+        @client.task(Work, output=Work)
+        async def handle(j: Job[Work]) -> None:
+            return None
+
+        client.job_kind_descriptor("work", display_name="Work", owner="ops")
+        await client.sync_descriptors()
+        stored = await client.get_descriptor("work")
+        assert stored is not None
+        assert (stored.display_name, stored.owner, stored.output) == ("Work", "ops", None)
+        client.job_kind_descriptor("work", display_name="Work v2", owner="ops")
+        await client.sync_descriptors()
+        again = await client.get_descriptor("work")
+        assert again is not None
+        assert again.display_name == "Work v2"
+        assert (await client.list_kinds())[0].descriptor == again

@@ -87,6 +87,8 @@ async def test_filter_bar_kind_queue_id_and_text(
 
 
 async def test_keyset_pages_newest_first(migrated_dsn: str, schema: str, client: Client) -> None:
+    client.job_kind_descriptor("send_email")  # a known kind, whatever ran before this test
+    await client.sync_descriptors()
     await client.insert_many(
         [SendEmail(to=f"u{n}@example.com", template="t") for n in range(130)], kind="send_email"
     )

@@ -88,3 +88,36 @@ def test_form_refuses_integers_beyond_64_bits_instead_of_rounding_them() -> None
     assert not verdict.ok
     assert verdict.reason == "invalid"
     assert verdict.path == "$.n"
+
+
+def test_the_form_and_the_panel_name_every_violation_and_never_the_value() -> None:
+    from awa_tui.widgets.output_panel import output_facts
+    from storage import JobKindDescriptor
+
+    secret = "s3cr3t-in-the-value"
+    schema = {
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["paid", "failed"]},
+            "amount": {"type": "integer", "minimum": 0},
+            "ref": {"type": "string", "maxLength": 4},
+        },
+        "required": ["status", "amount"],
+    }
+    text = f'{{"status": "{secret}", "amount": -5, "ref": "{secret}"}}'
+    check = check_output(text, schema, "Payment")
+    assert not check.ok
+    assert [(v.path, v.keyword) for v in check.violations] == [
+        ("$.amount", "minimum"),
+        ("$.ref", "maxLength"),
+        ("$.status", "enum"),
+    ]
+    assert '$.status: is not one of the allowed values: "paid", "failed"' in check.message
+    assert "$.amount: must be >= 0" in check.message
+    assert secret not in check.message
+    descriptor = JobKindDescriptor(kind="pay", output={"type": "Payment", "schema": schema})
+    facts = output_facts(text.replace(" ", ""), descriptor)
+    assert facts.fits is False
+    assert facts.schema_verdict.startswith("does not fit: $.amount: must be >= 0; $.ref: ")
+    assert "$.status: is not one of the allowed values" in facts.schema_verdict
+    assert secret not in facts.schema_verdict
