@@ -586,7 +586,7 @@ async def amain(args: Any) -> int:
             "with shifted job ids, claim ids and lane sequences (see the module docstring)"
         ),
     }
-    files = write_results(
+    json_path, md_path = write_results(
         args.out,
         NAME,
         data,
@@ -599,7 +599,7 @@ async def amain(args: Any) -> int:
             "before_horizon_ms": before,
         },
     )
-    log(f"wrote {files.json} and {files.markdown} ({time.perf_counter() - started:.0f} s total)")
+    log(f"wrote {json_path} and {md_path} ({time.perf_counter() - started:.0f} s total)")
     return 0
 
 
