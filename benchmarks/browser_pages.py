@@ -502,7 +502,6 @@ def parse_args(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument(
         "--large-jobs", type=int, help="jobs in the large database (multiple of 10,000)"
     )
-    parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
     parser.add_argument("--keep", action="store_true", help="keep the schemas (with --dsn)")
     args = parser.parse_args(argv)
     if args.large_jobs is not None and (args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS):
