@@ -502,7 +502,6 @@ def parse_args(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument(
         "--large-jobs", type=int, help="jobs in the large database (multiple of 10,000)"
     )
-    parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
     parser.add_argument("--keep", action="store_true", help="keep the schemas (with --dsn)")
     args = parser.parse_args(argv)
     if args.large_jobs is not None and (args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS):
@@ -586,7 +585,7 @@ async def amain(args: Any) -> int:
             "with shifted job ids, claim ids and lane sequences (see the module docstring)"
         ),
     }
-    files = write_results(
+    json_path, md_path = write_results(
         args.out,
         NAME,
         data,
@@ -599,7 +598,7 @@ async def amain(args: Any) -> int:
             "before_horizon_ms": before,
         },
     )
-    log(f"wrote {files.json} and {files.markdown} ({time.perf_counter() - started:.0f} s total)")
+    log(f"wrote {json_path} and {md_path} ({time.perf_counter() - started:.0f} s total)")
     return 0
 
 

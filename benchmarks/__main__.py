@@ -1,0 +1,59 @@
+"""One runner for every benchmark case.
+
+``python -m benchmarks CASE [--quick] [--dsn DSN] [--out DIR] [case options]`` runs one case
+(``python -m benchmarks CASE --help`` lists its options); ``python -m benchmarks quick
+[--dsn DSN]`` runs every case but ``peers`` in its quick mode, one after another. Results go
+to ``benchmarks/results/`` (ignored by git) as ``CASE.json`` and ``CASE.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+
+CASES = (
+    "lifecycle",
+    "instructions",
+    "get_job_latency",
+    "retry_storm",
+    "browser_pages",
+    "console_keys",
+    "peers",
+)
+QUICK = [case for case in CASES if case != "peers"]
+
+
+def run(case: str, argv: Sequence[str]) -> int:
+    module = importlib.import_module(f"benchmarks.{case}")
+    status: int = module.main(list(argv))
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in (*CASES, "quick"):
+        print(__doc__, "cases:", *CASES)
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    if args[0] != "quick":
+        return run(args[0], args[1:])
+    failed = []
+    for case in QUICK:
+        started = time.perf_counter()
+        try:
+            status = run(case, ["--quick", *args[1:]])
+        except Exception:  # one broken case must not hide the others' results
+            traceback.print_exc()
+            status = 1
+        print(
+            f"== {case}: {'FAILED' if status else 'ok'} in {time.perf_counter() - started:.0f} s",
+            file=sys.stderr,
+        )
+        failed += [case] if status else []
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
