@@ -89,3 +89,11 @@ class StaleAttempt(AwaError):
 
 class StageError(AwaError):
     """A staged follow-up could not be inserted."""
+
+
+class StartFailed(AwaError):
+    """The runtime could not start; nothing is running and ``start()`` may be called again."""
+
+
+class RuntimeFailed(AwaError):
+    """The worker runtime stopped: one of its loops could not recover (see ``client.health``)."""
