@@ -36,6 +36,11 @@ class NoticeListener:
     def active(self) -> bool:
         return self._conn is not None and not self._lost.is_set()
 
+    @property
+    def pid(self) -> int | None:
+        """The server process id of the live listening connection, if any."""
+        return self._conn.get_server_pid() if self.active and self._conn is not None else None
+
     async def ensure(self) -> None:
         """LISTEN on every channel, on a fresh connection if the last one was lost."""
         if self.active:
