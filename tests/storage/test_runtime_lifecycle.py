@@ -17,7 +17,7 @@ from pydantic import BaseModel, create_model
 
 from storage import Client, Job
 from storage.errors import ReadOnlyError, RuntimeFailed, StartFailed
-from storage.health import HealthState
+from storage.health import STOPPED, HealthState
 from storage.output import MAX_DESCRIPTOR_BYTES, output_descriptor
 
 
@@ -106,9 +106,11 @@ async def test_a_loop_that_cannot_recover_fails_the_runtime_loudly(
     assert health.reason is not None
     assert "SQLSTATE" in health.reason
     with pytest.raises(RuntimeFailed):  # so does a caller waiting for quiet
-        await client._runtime.wait_quiet()
+        runtime = client._runtime
+        assert runtime is not None
+        await runtime.wait_quiet()
     await asyncio.wait_for(client.shutdown(), 10)
-    assert client.health.state is HealthState.STOPPED
+    assert client.health == STOPPED
 
 
 async def test_the_listener_listens_again_on_a_new_connection_after_losing_its_own(
