@@ -105,9 +105,9 @@ async def test_a_loop_that_cannot_recover_fails_the_runtime_loudly(
     assert health.state is HealthState.FAILED
     assert health.reason is not None
     assert "SQLSTATE" in health.reason
+    runtime = client._runtime
+    assert runtime is not None
     with pytest.raises(RuntimeFailed):  # so does a caller waiting for quiet
-        runtime = client._runtime
-        assert runtime is not None
         await runtime.wait_quiet()
     await asyncio.wait_for(client.shutdown(), 10)
     assert client.health == STOPPED
