@@ -50,7 +50,8 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe(exc: BaseException) -> str:
     """The error class and SQLSTATE: what happened, without the data a message can quote."""
-    code = getattr(exc, "sqlstate", None)
+    # A translated engine error carries the driver's SQLSTATE on its cause.
+    code = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
     name = type(exc).__name__
     return f"{name} (SQLSTATE {code})" if isinstance(code, str) else name
 
