@@ -16,6 +16,7 @@ import asyncpg
 
 from storage import finalize
 from storage.finalize import CompactCompletion, Outcome
+from storage.supervise import describe, is_transient
 
 log = logging.getLogger("storage")
 
@@ -23,14 +24,6 @@ FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.0, 4.0, 4.0, 8.0, 8.0)
 
-RETRYABLE = (
-    OSError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.InterfaceError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.PostgresConnectionError,
-)
 
 Pending = tuple[CompactCompletion, "asyncio.Future[Outcome]"]
 
@@ -113,11 +106,11 @@ class CompletionBatcher:
                 async with self._pool.acquire() as conn:
                     # A retry's "already" is its own earlier commit whose ack was lost.
                     return await finalize.complete_compact(conn, items, outputs_supported=supported)
-            except RETRYABLE as exc:
-                if delay is None:
+            except Exception as exc:
+                # Transient: the connection or the server (including asyncpg's "another
+                # operation is in progress" on a connection killed mid-statement).
+                if delay is None or not is_transient(exc):
                     raise
-                log.warning(
-                    "completion flush lost its connection (%s); retrying", type(exc).__name__
-                )
+                log.warning("completion flush failed (%s); retrying", describe(exc))
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,27 +23,33 @@ from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
     ArgsValidationError,
     AwaError,
+    ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
+    StartFailed,
     UnknownKind,
 )
 from storage.events import EventBus, JobEvent, Listener
 from storage.finalize import AttemptRef, Outcome
+from storage.health import STOPPED, Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings
 from storage.metrics import OutputMetrics
 from storage.migrate import LATEST_VERSION
 from storage.models import JobKindDescriptor, JobRow, JobState
 from storage.names import channel, check_stored_name
+from storage.notices import NoticeListener
 from storage.operations import Operations
 from storage.payload import build_payload
 from storage.results import CallbackToken
 from storage.runtime import Runtime
 from storage.schema_probe import OutputColumnsProbe
+from storage.supervise import describe, is_transient
 from storage.transitions import Ended
 from storage.typed_output import declared_output
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+log = logging.getLogger("storage")
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
@@ -93,8 +100,14 @@ class Client(Operations):
         self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self._runtime: Runtime | None = None
-        self._listener: asyncpg.pool.PoolConnectionProxy | None = None
-        self._listener_lost = False
+        self.notices = NoticeListener(
+            pool,
+            {
+                self._channel("callback"): self._on_callback_notice,
+                self._channel("cancel"): self._on_cancel_notice,
+            },
+            self._on_listener_lost,
+        )
         self._callback_waiters: dict[str, asyncio.Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -455,16 +468,27 @@ class Client(Operations):
         deadline_seconds: float = 1800.0,
         maintenance: MaintenanceSettings | None = None,
         maintenance_interval: float | None = 1.0,
+        give_up_after: float | None = None,
     ) -> None:
-        """Start running jobs from ``queues`` (default: the registered tasks' queues)."""
+        """Start running jobs from ``queues`` (default: the registered tasks' queues).
+
+        A start that fails raises and leaves the client as it was: ``start()`` may be called
+        again. ``give_up_after``: seconds a background loop may keep failing on connection
+        errors before the runtime fails (default: retry for as long as it takes).
+        """
         if self._runtime is not None:
+            if (reason := self._runtime.failed) is not None:
+                raise AwaError(
+                    f"This client's runtime failed ({reason}); call shutdown() before starting "
+                    "it again."
+                )
             raise AwaError("This client is already running.")
         chosen = (
             [check_stored_name(q, "Queue") for q in queues]
             if queues is not None
             else sorted({s.queue for s in self._tasks.values()})
         )
-        self._runtime = Runtime(
+        runtime = Runtime(
             self,
             chosen or ["default"],
             concurrency=concurrency,
@@ -475,10 +499,27 @@ class Client(Operations):
             deadline_seconds=deadline_seconds,
             maintenance=maintenance or MaintenanceSettings(),
             maintenance_interval=maintenance_interval,
+            give_up_after=give_up_after,
         )
-        await self.sync_descriptors()
-        await self.ensure_listener()
-        self._runtime.start()
+        listening, step = self.notices.active, "record its task descriptors"
+        try:
+            await self.sync_descriptors()
+            step = "listen for cancellations"
+            await self.ensure_listener()
+        except BaseException as exc:
+            if not listening:
+                await self.notices.close()
+            error = _start_error(exc, step)
+            if error is exc:
+                raise
+            raise error from exc
+        self._runtime = runtime
+        runtime.start()
+
+    @property
+    def health(self) -> Health:
+        """The runtime's health: stopped, running, degraded (since, why) or failed (why)."""
+        return self._runtime.health if self._runtime is not None else STOPPED
 
     async def shutdown(self, *, abandon: bool = False) -> None:
         """Stop the runtime, letting running handlers finish (or abandoning them)."""
@@ -486,18 +527,14 @@ class Client(Operations):
         if runtime is not None:
             await runtime.stop(abandon=abandon)
         await self.batcher.drain()
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            if not self._listener_lost:
-                await listener.remove_listener(self._channel("callback"), self._on_callback_notice)
-                await listener.remove_listener(self._channel("cancel"), self._on_cancel_notice)
-                await self.pool.release(listener)
+        await self.notices.close()
 
     async def run_until_idle(self, queues: Sequence[str] | None = None, **options: Any) -> None:
         """Run workers until no available or running job is left in the queues (tests, demos).
 
         With maintenance on (the default), a job already due but not yet promoted, such as a
-        rescued attempt retried at once, counts as available.
+        rescued attempt retried at once, counts as available. Raises ``RuntimeFailed`` when the
+        runtime fails instead of waiting for it forever.
         """
         started_here = self._runtime is None
         if started_here:
@@ -505,7 +542,15 @@ class Client(Operations):
         runtime = self._runtime
         assert runtime is not None
         try:
-            while not await runtime.idle():
+            while True:
+                runtime.raise_if_failed()
+                try:
+                    if await runtime.idle():
+                        break
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    log.warning("idle check failed (%s); waiting for the runtime", describe(exc))
                 await runtime.wait_quiet()
         finally:
             if started_here:
@@ -550,17 +595,10 @@ class Client(Operations):
 
     async def ensure_listener(self) -> None:
         """LISTEN for cancellations and callback answers; re-established after a lost connection."""
-        if self._listener is not None and not self._listener_lost:
-            return
         with translate_errors(self.dsn, "listen"):
-            conn = await self.pool.acquire()
-            await conn.add_listener(self._channel("callback"), self._on_callback_notice)
-            await conn.add_listener(self._channel("cancel"), self._on_cancel_notice)
-        conn.add_termination_listener(self._on_listener_lost)
-        self._listener, self._listener_lost = conn, False
+            await self.notices.ensure()
 
-    def _on_listener_lost(self, _conn: object) -> None:
-        self._listener_lost = True
+    def _on_listener_lost(self) -> None:
         for event in self._callback_waiters.values():
             event.set()  # waiters re-check the database themselves
 
@@ -573,3 +611,19 @@ class Client(Operations):
         job_id, _, run_lease = str(payload).partition(":")
         if self._runtime is not None and run_lease:
             self._runtime.cancel_attempt(int(job_id), int(run_lease))
+
+
+def _start_error(exc: BaseException, step: str) -> BaseException:
+    """Why a start failed, as an engine error; nothing was left running."""
+    if isinstance(exc, ReadOnlyError):
+        return ReadOnlyError(
+            "The database session is read-only (a read-only client or a replica), so this "
+            "client cannot run jobs; nothing was started."
+        )
+    if isinstance(exc, AwaError) or not isinstance(exc, Exception):
+        return exc
+    return StartFailed(
+        f"The runtime could not {step} ({describe(exc)}), so nothing was started; for the "
+        "descriptors, a kind name the database refuses (such as one with a NUL character) or "
+        "an output schema too large for the descriptor column causes this."
+    )

@@ -113,3 +113,11 @@ class StageError(AwaError):
 
 class InvalidFilter(AwaError):
     """The filter is not valid (an unknown state, or text PostgreSQL cannot store)."""
+
+
+class StartFailed(AwaError):
+    """The runtime could not start; nothing is running and ``start()`` may be called again."""
+
+
+class RuntimeFailed(AwaError):
+    """The worker runtime stopped: one of its loops could not recover (see ``client.health``)."""

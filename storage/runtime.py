@@ -1,5 +1,10 @@
 """The worker runtime: claims batches, runs handlers concurrently, heartbeats long attempts and
 listens for cancellations and callback answers.
+
+Each background loop (dispatch, heartbeat, listener, descriptor sync, maintenance) is one step
+run under the ``Supervisor``: an error from the driver or the server costs a logged line and a
+backoff, never the loop; a loop that cannot recover fails the runtime loudly (``health``,
+``RuntimeFailed`` for a waiting caller), so a worker never idles on silently.
 """
 
 from __future__ import annotations
@@ -11,14 +16,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from storage import claim, executor
-from storage.batcher import RETRYABLE
 from storage.claim import ClaimedJob
 from storage.descriptors import SYNC_INTERVAL_SECONDS
-from storage.errors import ConnectionFailed
+from storage.errors import RuntimeFailed
 from storage.finalize import AttemptRef
+from storage.health import Health
 from storage.job import Job
 from storage.listing import OPEN_ATTEMPTS
 from storage.maintenance import MaintenanceSettings
+from storage.supervise import Supervisor
 
 if TYPE_CHECKING:
     from storage.client import Client
@@ -68,6 +74,7 @@ class Runtime:
         deadline_seconds: float,
         maintenance: MaintenanceSettings,
         maintenance_interval: float | None,
+        give_up_after: float | None = None,
     ) -> None:
         self.client = client
         self.queues = list(queues)
@@ -88,22 +95,51 @@ class Runtime:
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._quiet = asyncio.Event()
-        self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self.supervisor = Supervisor(self._on_fatal, give_up_after=give_up_after)
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._dispatch()), loop.create_task(self._heartbeat())]
+        spawn = self.supervisor.spawn
+        self._tasks = [
+            spawn("dispatch", self._dispatch_step),
+            spawn("heartbeat", self._heartbeat_step),
+            spawn("listener", self._listener_step),
+            spawn("descriptor sync", self._sync_step),
+        ]
         if self.maintenance_interval is not None:
-            self._tasks.append(loop.create_task(self._maintain(self.maintenance_interval)))
+            self._tasks.append(spawn("maintenance", self._maintain_step))
+
+    @property
+    def health(self) -> Health:
+        return self.supervisor.health
+
+    @property
+    def failed(self) -> str | None:
+        return self.supervisor.failed
+
+    def raise_if_failed(self) -> None:
+        if (reason := self.supervisor.failed) is not None:
+            raise RuntimeFailed(
+                f"The worker runtime failed ({reason}) and claims no more jobs; "
+                "call shutdown() and see the log."
+            )
+
+    def _on_fatal(self, _reason: str) -> None:
+        """A loop gave up: stop the others and wake every waiter, which then raises."""
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        self._quiet.set()
 
     def wake(self) -> None:
         self._wake.set()
 
     async def stop(self, *, abandon: bool = False) -> None:
         """Stop claiming; wait for running handlers (or cancel them when ``abandon``)."""
-        self._stopping = True
+        self.supervisor.stop()
         self._wake.set()
+        self._slot_free.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -122,9 +158,12 @@ class Runtime:
             entry[1][0]._cancelled.set()
 
     async def wait_quiet(self) -> None:
-        """Wait until a claim (at the dispatcher's pace) came back empty with nothing running."""
+        """Wait until a claim (at the dispatcher's pace) came back empty with nothing running.
+        Raises ``RuntimeFailed`` instead of waiting forever on a runtime that failed."""
         self._quiet.clear()
+        self.raise_if_failed()
         await self._quiet.wait()
+        self.raise_if_failed()
         await self.client.batcher.drain()
 
     async def idle(self) -> bool:
@@ -136,31 +175,27 @@ class Runtime:
         async with self.client.pool.acquire() as conn:
             return not await conn.fetchval(WORK_LEFT, self.queues, promoting)
 
-    async def _dispatch(self) -> None:
-        while not self._stopping:
-            free = self.concurrency - len(self.inflight)
-            if free <= 0 or (self.inflight and free < self.claim_threshold):
-                self._slot_free.clear()
-                await self._slot_free.wait()
-                continue
-            try:
-                async with self.client.pool.acquire() as conn:
-                    jobs = await claim.claim_batch(
-                        conn, self.queues, min(free, self.claim_size), self.deadline_seconds
-                    )
-            except RETRYABLE as exc:
-                log.warning("claim failed (%s); retrying", type(exc).__name__)
-                jobs = []
-            if jobs:
-                self._quiet.clear()
-            elif not self.inflight:
-                self._quiet.set()
-            for claimed in jobs:
-                self._spawn(claimed)
-            if not jobs:
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+    async def _dispatch_step(self) -> None:
+        """Wait for free slots, claim a batch and start its handlers (or wait for work)."""
+        free = self.concurrency - len(self.inflight)
+        if free <= 0 or (self.inflight and free < self.claim_threshold):
+            self._slot_free.clear()
+            await self._slot_free.wait()
+            return
+        async with self.client.pool.acquire() as conn:
+            jobs = await claim.claim_batch(
+                conn, self.queues, min(free, self.claim_size), self.deadline_seconds
+            )
+        if jobs:
+            self._quiet.clear()
+        elif not self.inflight:
+            self._quiet.set()
+        for claimed in jobs:
+            self._spawn(claimed)
+        if not jobs:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
     def _spawn(self, claimed: ClaimedJob) -> None:
         holder: list[Job[Any]] = []
@@ -182,29 +217,26 @@ class Runtime:
 
         task.add_done_callback(done)
 
-    async def _heartbeat(self) -> None:
-        synced = asyncio.get_running_loop().time()
-        while True:
-            await asyncio.sleep(self.heartbeat_interval)
-            await self.heartbeat_now()
-            try:
-                await self.client.ensure_listener()
-                if asyncio.get_running_loop().time() - synced >= SYNC_INTERVAL_SECONDS:
-                    synced = asyncio.get_running_loop().time()
-                    await self.client.sync_descriptors()
-            except (*RETRYABLE, ConnectionFailed) as exc:
-                log.warning("listener or descriptor sync failed (%s)", type(exc).__name__)
+    async def _heartbeat_step(self) -> None:
+        await asyncio.sleep(self.heartbeat_interval)
+        await self.heartbeat_now()
 
-    async def _maintain(self, interval: float) -> None:
-        """Periodic maintenance passes; only the leader of each pass does the work."""
-        while True:
-            try:
-                report = await self.client.run_maintenance(self.maintenance)
-                if report.promoted:
-                    self._wake.set()
-            except (*RETRYABLE, ConnectionFailed) as exc:
-                log.warning("maintenance pass failed (%s)", type(exc).__name__)
-            await asyncio.sleep(interval)
+    async def _listener_step(self) -> None:
+        """LISTEN (again, on a fresh connection after losing one), then wait for a loss."""
+        await self.client.ensure_listener()
+        await self.client.notices.wait_lost(self.heartbeat_interval)
+
+    async def _sync_step(self) -> None:
+        await asyncio.sleep(SYNC_INTERVAL_SECONDS)
+        await self.client.sync_descriptors()
+
+    async def _maintain_step(self) -> None:
+        """One maintenance pass (only the leader of each pass does the work), then a pause."""
+        assert self.maintenance_interval is not None
+        report = await self.client.run_maintenance(self.maintenance)
+        if report.promoted:
+            self._wake.set()
+        await asyncio.sleep(self.maintenance_interval)
 
     async def heartbeat_now(self) -> None:
         """Record liveness (and progress) for attempts running longer than one interval."""
@@ -215,18 +247,14 @@ class Runtime:
         ]
         if not beats:
             return
-        try:
-            async with self.client.pool.acquire() as conn:
-                await conn.execute(
-                    HEARTBEAT,
-                    [c.job_id for c, _ in beats],
-                    [c.run_lease for c, _ in beats],
-                    [c.claim_id for c, _ in beats],
-                    [j.progress if j is not None and j._progress_dirty else None for _, j in beats],
-                )
-        except RETRYABLE as exc:
-            log.warning("heartbeat failed (%s)", type(exc).__name__)
-            return
+        async with self.client.pool.acquire() as conn:
+            await conn.execute(
+                HEARTBEAT,
+                [c.job_id for c, _ in beats],
+                [c.run_lease for c, _ in beats],
+                [c.claim_id for c, _ in beats],
+                [j.progress if j is not None and j._progress_dirty else None for _, j in beats],
+            )
         self.stated.update((c.job_id, c.run_lease) for c, _ in beats)
 
     def has_state(self, ref: AttemptRef) -> bool:
