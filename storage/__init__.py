@@ -22,13 +22,16 @@ from storage.errors import (
     OutputError,
     PermissionDenied,
     ReadOnlyError,
+    RuntimeFailed,
     SchemaNotMigrated,
     StageError,
     StaleAttempt,
+    StartFailed,
     TerminalError,
     UnknownKind,
 )
 from storage.events import JobEvent
+from storage.health import Health, HealthState
 from storage.job import Job
 from storage.migrate import migrate
 from storage.models import (
@@ -58,6 +61,8 @@ __all__ = [
     "DatabaseError",
     "DlqInfo",
     "ExternalCompletion",
+    "Health",
+    "HealthState",
     "InvalidFilter",
     "InvalidJobState",
     "InvalidName",
@@ -75,10 +80,12 @@ __all__ = [
     "PermissionDenied",
     "ReadOnlyError",
     "RetryAfter",
+    "RuntimeFailed",
     "SchemaNotMigrated",
     "Snooze",
     "StageError",
     "StaleAttempt",
+    "StartFailed",
     "StateCounts",
     "TaskSpec",
     "TerminalError",
