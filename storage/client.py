@@ -23,6 +23,7 @@ from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
     ArgsValidationError,
     AwaError,
+    DatabaseError,
     ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
@@ -620,7 +621,9 @@ def _start_error(exc: BaseException, step: str) -> BaseException:
             "The database session is read-only (a read-only client or a replica), so this "
             "client cannot run jobs; nothing was started."
         )
-    if isinstance(exc, AwaError) or not isinstance(exc, Exception):
+    if isinstance(exc, DatabaseError):  # the server refused the step: say which, and its cause
+        exc = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+    elif isinstance(exc, AwaError) or not isinstance(exc, Exception):
         return exc
     return StartFailed(
         f"The runtime could not {step} ({describe(exc)}), so nothing was started; for the "
