@@ -20,6 +20,7 @@ from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 
 from awa_tui.errors import describe
 from awa_tui.present import state_text
+from awa_tui.resilience import Guarded
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.validation import OutputCheck, check_output, check_payload
 from awa_tui.widgets.json_view import JsonView
@@ -48,7 +49,7 @@ class CallbackAnswered(Message):
     message: str
 
 
-class CompleteCallbackModal(ModalScreen[JobRow | None]):
+class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
     """Returns the refreshed row after a completion (None if nothing was completed)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -10,8 +10,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from awa_tui.resilience import Guarded
 
-class ConfirmModal(ModalScreen[bool]):
+
+class ConfirmModal(Guarded, ModalScreen[bool]):
     """``True`` when the person confirms. Enter or y confirms, esc or n backs out.
 
     Both buttons name what they do ("Cancel job" / "Keep"), never a bare "Cancel" that could
@@ -64,7 +66,7 @@ class ConfirmModal(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class PromptModal(ModalScreen[str | None]):
+class PromptModal(Guarded, ModalScreen[str | None]):
     """Ask for one line of text; None when cancelled. Empty text is refused."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

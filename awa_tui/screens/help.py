@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
+from awa_tui.resilience import Guarded
 from awa_tui.screens.base import AwaScreen
 
 TITLES = {
@@ -65,7 +66,7 @@ def keys_table(screen: Screen[object]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Guarded, ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close", id="help.close")
     ]

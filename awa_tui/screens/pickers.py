@@ -13,6 +13,7 @@ from textual.widgets.option_list import Option
 
 from awa_tui.actions import ACTIONS, JobAction
 from awa_tui.query import JobQuery
+from awa_tui.resilience import Guarded
 
 _BY_TAB: dict[str, tuple[JobAction, ...]] = {
     "dlq": (JobAction.RETRY_DLQ, JobAction.PURGE_DLQ),
@@ -28,7 +29,7 @@ def bulk_actions_for(query: JobQuery) -> tuple[JobAction, ...]:
     return _BY_TAB.get(query.tab, _OPEN)
 
 
-class BulkActionModal(ModalScreen[JobAction | None]):
+class BulkActionModal(Guarded, ModalScreen[JobAction | None]):
     """Pick the action; the app then counts the matches and asks again with the count."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -8,8 +8,10 @@ from textual.events import Mount
 from textual.widgets import Header
 from textual.widgets._header import HeaderTitle
 
+from awa_tui.resilience import Guarded
 
-class AppHeader(Header):
+
+class AppHeader(Guarded, Header):
     """The header every screen shows. The console retitles it on every refresh (the connection
     state and the time of the last refresh); Textual's own watcher raises ``NoMatches`` when
     that lands while a screen is being removed, and an error there would end the console. This

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
+from awa_tui.resilience import Guarded
+
 PLACEHOLDER = (
     "/ to filter: kind:send_email queue:mail id:42 or any text (enter applies, esc leaves)"
 )
 
 
-class FilterBar(Input):
+class FilterBar(Guarded, Input):
     """An Input that only reports submissions; parsing lives in ``awa_tui.query``."""
 
     DEFAULT_CSS = """

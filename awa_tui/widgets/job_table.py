@@ -21,6 +21,7 @@ from awa_tui.present import (
     output_marker,
     state_text,
 )
+from awa_tui.resilience import Guarded
 from storage import JobKindDescriptor, JobRow, JobState
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
@@ -89,7 +90,7 @@ def unique_jobs(rows: Sequence[JobRow]) -> list[JobRow]:
     return unique
 
 
-class JobTable(DataTable[Text | str]):
+class JobTable(Guarded, DataTable[Text | str]):
     """Rows keyed by job id. ``show`` replaces the rows and keeps the cursor on the same job."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

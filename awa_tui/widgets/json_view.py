@@ -13,6 +13,8 @@ from textual.content import Content
 from textual.highlight import highlight
 from textual.widgets import Static
 
+from awa_tui.resilience import Guarded
+
 
 def pretty_json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
@@ -23,7 +25,7 @@ def json_content(text: str) -> Content:
     return highlight(text, language="json")
 
 
-class JsonView(Static):
+class JsonView(Guarded, Static):
     """A JSON value (args, metadata, progress, a schema). Empty values say so."""
 
     DEFAULT_CSS = """

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
+from awa_tui.resilience import Guarded
 
-class ModeBanner(Static):
+
+class ModeBanner(Guarded, Static):
     """Hidden unless the console is a demo, read-only, or has lost its connection."""
 
     DEFAULT_CSS = """

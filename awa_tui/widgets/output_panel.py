@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from awa_tui.present import size_text
+from awa_tui.resilience import Guarded
 from awa_tui.widgets.json_view import json_content, pretty_json
 from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState, schema_violations
 
@@ -89,7 +90,7 @@ def why_absent(row: JobRow | None) -> str:
             )
 
 
-class OutputPanel(Vertical):
+class OutputPanel(Guarded, Vertical):
     """Header line (type, size vs limit, schema fit) and the highlighted text or an explanation."""
 
     DEFAULT_CSS = """

@@ -10,10 +10,11 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from awa_tui.query import TAB_KEYS, TAB_LABELS, TABS
+from awa_tui.resilience import Guarded
 from storage import JobState, StateCounts
 
 
-class StateTabs(Static):
+class StateTabs(Guarded, Static):
     """``1 All 1,204  2 Available 3 ...``, ``10,000+`` for "at least" (a count at its cap); the
     active tab reversed. Click, a digit, ``[``/``]``."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from textual import events
 from textual.widgets import Footer
 from textual.widgets._header import HeaderTitle
 
@@ -104,3 +105,32 @@ async def test_retitling_a_header_that_is_being_torn_down_is_harmless(
         await pilot.pause()
         assert app.is_running
         assert app.return_code is None
+
+
+async def test_a_failing_widget_handler_is_a_notification_and_the_widget_keeps_working(
+    migrated_dsn: str, schema: str, incident: Incident, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error in one of the console's widgets (here the job table's resize handler) is shown,
+    and that widget still takes messages afterwards: Textual alone would stop its loop."""
+    calls: list[int] = []
+    original = JobTable.on_resize
+
+    def broken_resize(self: JobTable, event: events.Resize) -> None:
+        calls.append(event.size.width)
+        if len(calls) == 1:
+            raise RuntimeError(f"resize failed for {SECRET}")
+        original(self, event)
+
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        monkeypatch.setattr(JobTable, "on_resize", broken_resize)
+        await pilot.resize_terminal(SIZE[0] - 20, SIZE[1])
+        await settle(pilot)
+        shown = notifications(app)
+        assert any(title == "Unexpected error" for title, _text in shown), shown
+        assert all(SECRET not in text for _title, text in shown)
+        await pilot.resize_terminal(*SIZE)
+        await settle(pilot)
+        assert len(calls) >= 2
+        assert app.is_running
