@@ -5,9 +5,15 @@ Run as ``python -m benchmarks.console_keys [--quick] [--dsn DSN] [--out DIR]``.
 The databases are built exactly as ``benchmarks.browser_pages`` builds them (its
 ``build_small``/``build_large``/``settle``; ``--quick`` makes the large one 200,000 jobs).
 For each, the real app (``make_app``, live refresh off) runs headless under Textual's
-``run_test`` at 120x36, and each sample is the wall time from ``pilot.press`` to the table
-showing the result: the press returns, the app's workers complete, and the job table holds
-the expected rows. Measured:
+``run_test`` at 120x36. Each sample is the wall time from posting the key event into the
+app's queue to the first frame that shows the result (``KeyClock``): the key's action, the
+worker's ``Client.browse`` (page + counts, one snapshot), the ``CountsLoaded``/``JobsLoaded``
+messages, the table update, the layout and the render of every frame in between into
+terminal output; only the write to a terminal is left out. Not ``pilot.press``: it waits
+for the process to look idle (``wait_for_idle``, 1 s at most) before it returns, which is
+the test harness's time, not the app's, and grows with the machine's load. Each sample
+also records its time in ``Client.browse`` and the CPU time this process used. The sizes
+alternate in ``PASSES`` passes of half the samples each. Measured:
 
 * tab switch: ``7`` (Failed) and ``8`` (Completed) alternately, each a first page of 50 and
   the tab counts;
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from textual import events
+from textual._compositor import CompositorUpdate
 
 from awa_tui.app import AwaApp, make_app
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
@@ -34,11 +42,13 @@ from awa_tui.widgets.job_table import JobTable
 from benchmarks._engine import drop_queue_schema, log, prepare
 from benchmarks._harness import Connection, base_parser, command_line, embedded_or_dsn
 from benchmarks.browser_pages import BASE_JOBS, build_large, build_small, settle
-from storage import JobState
+from storage import JobPage, JobState
 
 NAME = "console_keys"
 SIZE = (120, 36)
 DEADLINE = 30.0
+PASSES = 2
+"""Each size is measured in this many passes of half the samples, the sizes alternating."""
 
 
 def screen_of(app: AwaApp) -> JobsScreen:
@@ -47,25 +57,92 @@ def screen_of(app: AwaApp) -> JobsScreen:
     return screen
 
 
-async def press_until(pilot: Any, key: str, done: Callable[[], bool]) -> float:
-    """Milliseconds from pressing ``key`` to ``done()`` with no worker left running."""
-    started = time.perf_counter()
-    await pilot.press(key)
-    deadline = started + DEADLINE
-    while True:
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-        if done() and not any(w.is_running for w in pilot.app.workers):
-            return (time.perf_counter() - started) * 1000
-        if time.perf_counter() > deadline:
-            raise AssertionError(f"key {key!r}: the table never showed the result")
+class KeyClock:
+    """Times a key from the moment its event is posted to the first frame that shows its result.
+
+    The key event goes straight into the app's message queue (as the terminal driver puts it
+    there; ``pilot.press`` would add its own idle waits to the sample). Every frame the app
+    composes while a sample runs is rendered into terminal output (the work a real terminal
+    costs; only the write itself is left out, since the app is headless), and the clock stops
+    at the first frame composed after the job table was given the page (``JobsLoaded``
+    handled) and has settled its layout (no rows waiting for the table's idle update). The
+    sample is split into the storage read (``Client.browse`` as the app awaits it) and the
+    rest (dispatch, messages, table update, render).
+    """
+
+    def __init__(self, app: AwaApp, table: JobTable) -> None:
+        self.app, self.table = app, table
+        self.done: Callable[[], bool] = lambda: False
+        self.shown = False
+        self.reads: list[float] = []
+        self.finished: asyncio.Future[float] | None = None
+        display, show = app._display, table.show
+
+        def timed_display(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if self.finished is None or renderable is None:
+                return
+            if isinstance(renderable, CompositorUpdate):
+                renderable.render_segments(app.console)
+            settled = not table._require_update_dimensions and not table._new_rows
+            if self.shown and settled and self.done() and not self.finished.done():
+                self.finished.set_result(time.perf_counter())
+
+        def timed_show(*args: Any, **kwargs: Any) -> None:
+            show(*args, **kwargs)
+            self.shown = True
+
+        app._display = timed_display  # type: ignore[method-assign]
+        table.show = timed_show  # type: ignore[method-assign]
+
+    async def time_reads(self) -> None:
+        client = await self.app.client()
+        browse = client.browse
+
+        async def timed_browse(**kwargs: Any) -> JobPage:
+            started = time.perf_counter()
+            try:
+                return await browse(**kwargs)
+            finally:
+                self.reads.append((time.perf_counter() - started) * 1000)
+
+        client.browse = timed_browse  # type: ignore[method-assign]
+
+    async def press(self, key: str, done: Callable[[], bool]) -> tuple[float, float, float]:
+        """Milliseconds from posting ``key`` to the frame showing ``done()``, of them in reads,
+        and the CPU time this process used meanwhile (the app and the client, not the server:
+        what the sample costs whatever the load of the machine)."""
+        self.done, self.shown, self.reads = done, False, []
+        self.finished = asyncio.get_running_loop().create_future()
+        event = events.Key(key, key if len(key) == 1 else None)
+        event.set_sender(self.app)
+        started, cpu = time.perf_counter(), time.process_time()
+        self.app.post_message(event)
+        try:
+            finished = await asyncio.wait_for(self.finished, DEADLINE)
+            cpu = time.process_time() - cpu
+        except TimeoutError:
+            raise AssertionError(f"key {key!r}: the table never showed the result") from None
+        finally:
+            self.finished = None
+        await self.app.workers.wait_for_complete()
+        return (finished - started) * 1000, sum(self.reads), cpu * 1000
 
 
 async def measure_app(dsn: str, schema: str, samples: int) -> dict[str, list[float]]:
     app = make_app(dsn, schema, refresh=0)
-    out: dict[str, list[float]] = {"tab switch": [], "next page": []}
+    out: dict[str, list[float]] = {
+        "tab switch": [],
+        "tab switch read": [],
+        "tab switch cpu": [],
+        "next page": [],
+        "next page read": [],
+        "next page cpu": [],
+    }
     async with app.run_test(size=SIZE) as pilot:
         table = app.screen.query_one(JobTable)
+        clock = KeyClock(app, table)
+        await clock.time_reads()
 
         def showing(state: JobState, rows: int) -> Callable[[], bool]:
             def check() -> bool:
@@ -80,22 +157,31 @@ async def measure_app(dsn: str, schema: str, samples: int) -> dict[str, list[flo
 
             return check
 
-        await press_until(pilot, "8", showing(JobState.COMPLETED, PAGE_SIZE))
+        async def press(key: str, state: JobState, rows: int, name: str | None = None) -> None:
+            await pilot.pause()  # between samples, outside the clock: let the app go idle
+            done = showing(state, rows)
+            if name is None and done():
+                return  # already there (the same tab again would load nothing)
+            total, read, cpu = await clock.press(key, done)
+            if name is not None:
+                out[name].append(total)
+                out[f"{name} read"].append(read)
+                out[f"{name} cpu"].append(cpu)
+
+        await app.workers.wait_for_complete()
+        await press("8", JobState.COMPLETED, PAGE_SIZE)
         for i in range(samples):
             key, state = ("7", JobState.FAILED) if i % 2 == 0 else ("8", JobState.COMPLETED)
-            out["tab switch"].append(await press_until(pilot, key, showing(state, PAGE_SIZE)))
-        await press_until(pilot, "8", showing(JobState.COMPLETED, PAGE_SIZE))
+            await press(key, state, PAGE_SIZE, "tab switch")
+        await press("8", JobState.COMPLETED, PAGE_SIZE)
         pages = 1
         for _ in range(samples):
             if pages == 6:
-                await press_until(pilot, "7", showing(JobState.FAILED, PAGE_SIZE))
-                await press_until(pilot, "8", showing(JobState.COMPLETED, PAGE_SIZE))
+                await press("7", JobState.FAILED, PAGE_SIZE)
+                await press("8", JobState.COMPLETED, PAGE_SIZE)
                 pages = 1
             pages += 1
-            rows = pages * PAGE_SIZE
-            out["next page"].append(
-                await press_until(pilot, "n", showing(JobState.COMPLETED, rows))
-            )
+            await press("n", JobState.COMPLETED, pages * PAGE_SIZE, "next page")
     return out
 
 
@@ -135,9 +221,13 @@ async def amain(args: Any) -> int:
                 await settle(conn, dsn, schema)
             build = time.perf_counter() - started
             log(f"built in {build:.0f} s")
-            for label, schema in targets:
-                raw = await measure_app(dsn, schema, samples)
-                results[label] = {name: summary(values) for name, values in raw.items()}
+            raw: dict[str, dict[str, list[float]]] = {label: {} for label, _s in targets}
+            for half in range(PASSES):  # the sizes alternate, so a change of load hits both
+                for label, schema in targets if half % 2 == 0 else targets[::-1]:
+                    for name, values in (await measure_app(dsn, schema, samples // 2)).items():
+                        raw[label].setdefault(name, []).extend(values)
+            for label, series in raw.items():
+                results[label] = {name: summary(values) for name, values in series.items()}
                 for name, stats in results[label].items():
                     log(f"{label} {name}: {stats}")
         finally:

@@ -15,8 +15,9 @@ from storage import JobState, StateCounts
 
 
 class StateTabs(Guarded, Static):
-    """``1 All 1,204  2 Available 3 ...``, ``10,000+`` for "at least" (a count at its cap); the
-    active tab reversed. Click, a digit, ``[``/``]``."""
+    """``1 All 1,204  2 Available 3 ...``, ``10,000+`` (``1,000+`` for completed, failed and
+    cancelled) for "at least" (a count at its cap); the active tab reversed. Click, a digit,
+    ``[``/``]``."""
 
     DEFAULT_CSS = """
     StateTabs { height: auto; padding: 0 1; }

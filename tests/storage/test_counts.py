@@ -77,6 +77,32 @@ async def test_completed_is_capped_across_general_rows_and_compact_batches(
     assert not fewer.is_exact(JobState.COMPLETED)
 
 
+async def test_terminal_states_stop_at_their_own_lower_cap(client: Client) -> None:
+    """Completed (like failed and cancelled) stops at ``terminal_cap``; available keeps ``cap``."""
+    client.task(kind="c_end", queue="c")(_noop)
+    for n in range(3):
+        await client.insert({"n": n}, kind="c_end", tags=["general"])
+    for n in range(3):
+        await client.insert({"n": n}, kind="c_end", queue="c_waiting")  # never worked
+    while await work_one(client, ["c"]) is not None:
+        pass
+    async with (
+        client.pool.acquire() as conn,
+        conn.transaction(isolation="repeatable_read", readonly=True),
+    ):
+        tight = await counts(conn, cap=10, terminal_cap=2)
+        roomy = await counts(conn, cap=10, terminal_cap=3)
+        over = await counts(conn, cap=2, terminal_cap=5)  # the lower of the two caps
+    assert tight.by_state[JobState.COMPLETED] == 2
+    assert not tight.is_exact(JobState.COMPLETED)
+    assert tight.by_state[JobState.AVAILABLE] == 3  # the live cap is 10
+    assert tight.is_exact(JobState.AVAILABLE)
+    assert roomy.by_state[JobState.COMPLETED] == 3
+    assert roomy.capped == frozenset()
+    assert over.by_state[JobState.COMPLETED] == 2
+    assert over.capped == frozenset({JobState.COMPLETED, JobState.AVAILABLE})
+
+
 # -- a tombstone that outlives its batch ------------------------------------------------------
 
 
