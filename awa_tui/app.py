@@ -193,9 +193,9 @@ class AwaApp(Guarded, App[int]):
             await client.close()
 
     # -- errors -------------------------------------------------------------------------------
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Every worker ends here: reads set the connection state, failures become one
-        user-facing message, never a traceback."""
+    def worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Every worker of every screen ends here (``Guarded`` forwards them): reads set the
+        connection state, failures become one user-facing message, never a traceback."""
         worker = event.worker
         if event.state is WorkerState.SUCCESS and worker.group in READ_GROUPS:
             self.note_read()

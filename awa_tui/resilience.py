@@ -15,10 +15,11 @@ import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from textual.message import Message
 from textual.message_pump import MessagePump
+from textual.worker import Worker
 
 from storage import ConnectionFailed
 
@@ -104,14 +105,26 @@ def unexpected_summary(exc: BaseException) -> str:
     return f"{type(exc).__name__} in {path.as_posix()}:{frame.lineno} ({frame.name})"
 
 
+@runtime_checkable
+class WorkerObserver(Protocol):
+    """The app: it decides what a finished worker means (a read succeeded, a failure)."""
+
+    def worker_state_changed(self, event: Worker.StateChanged) -> None: ...
+
+
 class Guarded(MessagePump):
-    """Exceptions from this node's handlers become a notification, not a dead screen."""
+    """Exceptions from this node's handlers become a notification, not a dead screen, and its
+    workers report to the app: Textual tells only the node that started a worker."""
 
     async def _dispatch_message(self, message: Message) -> None:
         try:
             await super()._dispatch_message(message)
         except Exception as exc:
             report_unexpected(self, exc)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if isinstance(self.app, WorkerObserver):
+            self.app.worker_state_changed(event)
 
 
 def report_unexpected(node: MessagePump, exc: BaseException) -> None:

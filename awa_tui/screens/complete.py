@@ -256,9 +256,14 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
                 self.query_one("#complete-job", Static).update(self.job_line(message.row))
             self.refresh_bindings()
             self.query_one("#close", Button).focus(scroll_visible=False)
-        # Not animated: two animated scrolls (focus centring the button, this one) raced, and
-        # where the form came to rest depended on the machine's load.
-        self.query_one("#result", Static).scroll_visible(animate=False)
+        # Not animated: two animated scrolls raced, and where the form came to rest depended on
+        # the machine's load. Once completed the fields are hidden and the result is at the top,
+        # so the form scrolls home; otherwise the result is brought into view once laid out.
+        if self.completed:
+            self.query_one("#complete-form", VerticalScroll).scroll_home(animate=False)
+        else:
+            result = self.query_one("#result", Static)
+            self.call_after_refresh(result.scroll_visible, animate=False)
 
     def result_renderable(self, message: CallbackAnswered) -> Text:
         row = message.row

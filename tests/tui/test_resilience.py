@@ -11,6 +11,7 @@ from awa_tui.errors import EXIT_INTERNAL
 from awa_tui.screens.jobs import JobsScreen
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_table import JobTable
+from storage.db import connect_once
 from tests.tui.conftest import settle
 from tests.tui.scenarios import SIZE, Incident, build_app
 
@@ -133,4 +134,23 @@ async def test_a_failing_widget_handler_is_a_notification_and_the_widget_keeps_w
         await pilot.resize_terminal(*SIZE)
         await settle(pilot)
         assert len(calls) >= 2
+        assert app.is_running
+
+
+async def test_a_screens_reads_mark_the_connection_live_and_its_failures_are_shown(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """Textual tells only the screen that a worker ended; the app must hear of it too: a
+    page read makes the header say live, and a failed one is a notification, not silence."""
+    app = build_app(migrated_dsn, schema)  # live refresh paused: no probe has run yet
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.connection.status == "live"
+        assert app.sub_title.startswith("live, refreshed ")
+        async with connect_once(migrated_dsn) as conn:
+            await conn.execute(f"DROP TABLE {schema}.dlq_entries CASCADE")
+        await pilot.press("r")
+        await settle(pilot)
+        shown = notifications(app)
+        assert any("migrate" in text.lower() for _title, text in shown), shown
         assert app.is_running
