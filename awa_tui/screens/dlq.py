@@ -53,7 +53,8 @@ class DlqScreen(AwaScreen):
         self.rows: list[JobRow] = []
         self.marks: set[int] = set()
         self.has_more = False
-        self.loading = False
+        # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
+        self.fetching = False
 
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
@@ -85,20 +86,20 @@ class DlqScreen(AwaScreen):
             self.set_interval(refresh, self._tick)
 
     def _tick(self) -> None:
-        if self.is_current and not self.loading:
+        if self.is_current and not self.fetching:
             self.load(append=False)
 
     @work(exclusive=True, exit_on_error=False, group="dlq")
     async def load(self, *, append: bool) -> None:
         client = await self.awa.client()
-        self.loading = True
+        self.fetching = True
         try:
             before = self.rows[-1].id if append and self.rows else None
             limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
             rows = (await client.browse(dlq=True, before_id=before, limit=limit)).rows
             self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
         finally:
-            self.loading = False
+            self.fetching = False
 
     def on_jobs_loaded(self, message: JobsLoaded) -> None:
         table = self.query_one(DataTable)

@@ -83,7 +83,8 @@ class JobsScreen(AwaScreen):
         self.set_reactive(JobsScreen.query_state, query or JobQuery())
         self.marks: set[int] = set()
         self.has_more = False
-        self.loading = False
+        # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
+        self.fetching = False
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -137,7 +138,7 @@ class JobsScreen(AwaScreen):
     @work(exclusive=True, exit_on_error=False, group="jobs")
     async def load_jobs(self, query: JobQuery, *, append: bool, refreshed: bool) -> None:
         client = await self.awa.client()
-        self.loading = True
+        self.fetching = True
         try:
             if query.job_id is not None:
                 row = await client.get_job(query.job_id)
@@ -166,7 +167,7 @@ class JobsScreen(AwaScreen):
                 rows = [row for row in rows if row.id >= oldest]
             self.post_message(JobsLoaded(query, rows, False, refreshed, has_more))
         finally:
-            self.loading = False
+            self.fetching = False
 
     def on_counts_loaded(self, message: CountsLoaded) -> None:
         self.query_one(StateTabs).counts = message.counts
@@ -203,7 +204,7 @@ class JobsScreen(AwaScreen):
         self._timer = self.set_interval(self.interval, self._tick, pause=self.paused)
 
     def _tick(self) -> None:
-        if self.is_current and not self.loading:
+        if self.is_current and not self.fetching:
             self.reload(refreshed=True)
 
     def watch_paused(self, paused: bool) -> None:
@@ -265,7 +266,7 @@ class JobsScreen(AwaScreen):
     @on(DataTable.RowHighlighted, "#jobs")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self.refresh_bindings()
-        if self.has_more and self.table.cursor_at_end() and not self.loading:
+        if self.has_more and self.table.cursor_at_end() and not self.fetching:
             self.action_next_page()
 
     # -- actions ------------------------------------------------------------------------------
