@@ -43,8 +43,15 @@ from awa_tui.errors import (
     exit_code,
 )
 from awa_tui.query import TAB_NAMES, tab_named
-from storage import AwaError, Client, ConfigError, migrate, redact_dsn, redact_secrets
-from storage.db import check_schema_name
+from storage import (
+    AwaError,
+    Client,
+    ConfigError,
+    check_schema_name,
+    migrate,
+    redact_dsn,
+    redact_secrets,
+)
 
 REFRESH_DEFAULT = 2.0
 

@@ -26,7 +26,7 @@ os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="awa-runtime-")
 from textual._doc import take_svg_screenshot  # noqa: E402
 
 from storage.db import connect_once  # noqa: E402
-from storage.migrate import install_schema, migrate  # noqa: E402
+from storage.migrator import install_schema, migrate  # noqa: E402
 from tests.tui.scenarios import SCREENS, SIZE, prepare  # noqa: E402
 
 OUT = ROOT / "screenshots"

@@ -1,6 +1,11 @@
 """Awa-style Postgres queue storage with retained job output (ADR-048).
 
-The public API; everything else in this package is internal.
+The public API; everything else in this package is internal, and the console imports only
+from here (an import-linter contract in pyproject.toml holds it to that). Besides the client,
+its models and errors, a few helpers are public on purpose: ``check_schema_name`` so a caller
+can refuse a schema name before it connects, ``redact_dsn``/``redact_secrets`` so a caller
+can show a connection string or an error without its password, ``encode_output`` and
+``schema_violations`` so a caller can check a value the way storage will before sending it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from storage.errors import (
 from storage.events import JobEvent
 from storage.health import Health, HealthState
 from storage.job import Job
-from storage.migrate import migrate
+from storage.migrator import migrate
 from storage.models import (
     DlqInfo,
     JobKindDescriptor,
@@ -43,6 +48,7 @@ from storage.models import (
     KindSummary,
     StateCounts,
 )
+from storage.names import check_schema_name
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
@@ -92,6 +98,7 @@ __all__ = [
     "UnknownKind",
     "Violation",
     "WaitForCallback",
+    "check_schema_name",
     "encode_output",
     "kind_of",
     "migrate",

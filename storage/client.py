@@ -36,7 +36,7 @@ from storage.health import STOPPED, Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings
 from storage.metrics import OutputMetrics
-from storage.migrate import LATEST_VERSION
+from storage.migrator import LATEST_VERSION
 from storage.models import JobKindDescriptor, JobRow, JobState
 from storage.names import channel, check_stored_name
 from storage.notices import NoticeListener

@@ -26,7 +26,7 @@ delete time, and the batch's older slot may be pruned first), and subtracting su
 tombstone made the completed count too low.
 
 The running and waiting counts start from the open attempts above the rescue horizon
-(``listing.OPEN_ATTEMPTS``), which is bounded by the work in flight, not by history.
+(``sql_shared.OPEN_ATTEMPTS``), which is bounded by the work in flight, not by history.
 
 ``Client.count_matching`` does not use any of this: it counts the ids a bulk action would
 touch, exactly, because it lists them.
@@ -37,8 +37,8 @@ from __future__ import annotations
 import asyncpg
 
 from storage.db import Conn
-from storage.listing import OPEN_ATTEMPTS
 from storage.models import TERMINAL_STATES, JobState, StateCounts
+from storage.sql_shared import OPEN_ATTEMPTS
 
 COUNT_CAP = 10_000
 """Above this many jobs in a state the tab counts say "at least ``COUNT_CAP``"."""

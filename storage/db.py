@@ -22,9 +22,8 @@ from storage.errors import (
     ReadOnlyError,
     SchemaNotMigrated,
 )
-from storage.names import check_schema_name as check_schema_name  # re-exported for callers
-from storage.redact import redact_dsn as redact_dsn
-from storage.redact import redact_secrets
+from storage.names import check_schema_name
+from storage.redact import redact_dsn, redact_secrets
 
 # A plain connection or one borrowed from a pool: engine functions accept either.
 Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"

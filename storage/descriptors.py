@@ -15,8 +15,8 @@ import asyncpg
 import orjson
 
 from storage.db import Conn
-from storage.listing import OPEN_ATTEMPTS
 from storage.models import JobKindDescriptor, JobState, KindSummary
+from storage.sql_shared import OPEN_ATTEMPTS
 
 SYNC_INTERVAL_SECONDS = 60
 

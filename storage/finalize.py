@@ -21,17 +21,10 @@ import asyncpg
 
 from storage.db import Conn
 from storage.payload import Payload
+from storage.sql_shared import LOCK_ATTEMPT, LOCK_CLAIM_BATCHES
 
 MAX_BATCH_OUTPUT_BYTES = 64 * 1024
 OUTPUT_SEPARATOR = "\x1e"  # ASCII record separator; see COMPLETE_COMPACT
-
-# Locks, transaction-scoped, in the bigint advisory key space: a claim batch is keyed by its
-# claim_id, an attempt by minus its job_id, so the two never collide. A compact flush takes
-# its claim batches exclusively (ascending); a single-attempt transition takes its claim batch
-# shared and then its job exclusively. Transitions of different jobs of one claim batch run in
-# parallel, and any of them excludes a flush of that batch.
-LOCK_CLAIMS = "SELECT pg_advisory_xact_lock(c) FROM unnest($1::bigint[]) AS c ORDER BY c"
-LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
 
 # Compact completion: one receipt_completion_batches row per (claim batch, part) and no
 # per-job row. Outputs are aggregated in the same order as job_ids, so a job that drops out
@@ -188,7 +181,7 @@ class CompactCompletion:
 
 async def lock_claims(conn: Conn, claim_ids: Iterable[int]) -> None:
     """A compact flush's locks: its claim batches, exclusively, in ascending order."""
-    await conn.execute(LOCK_CLAIMS, sorted(set(claim_ids)))
+    await conn.execute(LOCK_CLAIM_BATCHES, sorted(set(claim_ids)))
 
 
 async def lock_attempt(conn: Conn, ref: AttemptRef) -> None:

@@ -24,41 +24,13 @@ from typing import Any
 
 import asyncpg
 
+from storage import counting
 from storage.db import Conn
 from storage.errors import InvalidFilter
 from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState
 from storage.names import unstorable
 from storage.payload import errors_of
-
-# Attempts that are claimed and not yet ended. Claim batches below the rescue horizon are fully
-# resolved (see ``maintenance.advance_horizon`` for the invariant), so only batches at or above
-# it are read. Of those, a batch whose attempts all ended (its closures plus its compact
-# completions' completed_count cover it) is dropped by two grouped index range scans over the
-# same claim_id range, merged with the batches by claim_id: one pass, not one probe per batch
-# into every partition (which cost ~0.3 ms per batch before a maintenance pass). Only batches
-# that still hold an open attempt are unnested and checked job by job.
-OPEN_ATTEMPTS = """
-unresolved AS MATERIALIZED (
-    SELECT cb.claim_id, cb.claimed_at, cb.job_ids, cb.run_leases, cb.attempts
-      FROM claim_batches cb
-      LEFT JOIN (SELECT c.claim_id, count(*) AS n FROM attempt_closures c
-                  WHERE c.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
-                  GROUP BY c.claim_id) closed USING (claim_id)
-      LEFT JOIN (SELECT b.claim_id, sum(b.completed_count) AS n
-                   FROM receipt_completion_batches b
-                  WHERE b.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
-                  GROUP BY b.claim_id) compact USING (claim_id)
-     WHERE cb.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
-       AND cardinality(cb.job_ids) > COALESCE(closed.n, 0) + COALESCE(compact.n, 0)
-), open AS (
-    SELECT cb.claim_id, cb.claimed_at, u.job_id, u.run_lease, u.attempt
-      FROM unresolved cb,
-           unnest(cb.job_ids, cb.run_leases, cb.attempts) AS u(job_id, run_lease, attempt)
-     WHERE NOT EXISTS (SELECT 1 FROM attempt_closures c
-                        WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
-                        WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
-)"""
+from storage.sql_shared import OPEN_ATTEMPTS
 
 # $1 before_id, $2 kind, $3 queue, $4 search pattern (ILIKE, % _ \\ escaped), $5 limit.
 # The search looks at scalar values (``#>> '{}'`` is a value's text without JSON quoting).
@@ -378,8 +350,6 @@ async def browse(
     count_cap: int | None = None,
 ) -> JobPage:
     """A page and the counts shown beside it (``storage.counting``), from one snapshot."""
-    from storage import counting  # counting builds on this module's OPEN_ATTEMPTS
-
     cap = counting.COUNT_CAP if count_cap is None else count_cap
     async with snapshot(conn):
         rows = await list_jobs(conn, where, before_id=before_id, limit=limit, outputs=outputs)

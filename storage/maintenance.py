@@ -24,14 +24,15 @@ import asyncpg
 from storage import enqueue, transitions
 from storage.db import Conn
 from storage.finalize import AttemptRef, Outcome
-from storage.listing import OPEN_ATTEMPTS
 from storage.models import JobState
+from storage.sql_shared import (
+    OPEN_ATTEMPTS,
+    TRY_LOCK_MAINTENANCE_LEADER,
+    UNLOCK_MAINTENANCE_LEADER,
+)
 from storage.transitions import AttemptRecord, Failure
 
 log = logging.getLogger("storage")
-
-LEADER_LOCK = "SELECT pg_try_advisory_lock(6386273, hashtext(current_schema()))"
-LEADER_UNLOCK = "SELECT pg_advisory_unlock(6386273, hashtext(current_schema()))"
 
 EXPIRED = f"""
 WITH {OPEN_ATTEMPTS}
@@ -238,7 +239,7 @@ async def run_pass(
     conn: Conn, settings: MaintenanceSettings, *, outputs_supported: bool
 ) -> PassReport:
     """One maintenance pass, if this connection wins leadership for it."""
-    if not await conn.fetchval(LEADER_LOCK):
+    if not await conn.fetchval(TRY_LOCK_MAINTENANCE_LEADER):
         return PassReport(leader=False)
     try:
         report = PassReport()
@@ -267,7 +268,7 @@ async def run_pass(
     finally:
         # A lost connection already released its session lock; only a live one unlocks.
         with contextlib.suppress(asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError):
-            await conn.fetchval(LEADER_UNLOCK)
+            await conn.fetchval(UNLOCK_MAINTENANCE_LEADER)
 
 
 async def advance_horizon(conn: Conn) -> None:

@@ -22,8 +22,8 @@ from storage.errors import RuntimeFailed
 from storage.finalize import AttemptRef
 from storage.health import Health
 from storage.job import Job
-from storage.listing import OPEN_ATTEMPTS
 from storage.maintenance import MaintenanceSettings
+from storage.sql_shared import OPEN_ATTEMPTS
 from storage.supervise import Supervisor
 
 if TYPE_CHECKING:

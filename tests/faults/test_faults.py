@@ -23,7 +23,7 @@ from storage.claim import claim_batch
 from storage.db import connect_once
 from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.maintenance import MaintenanceSettings
-from storage.migrate import install_schema, migrate
+from storage.migrator import install_schema, migrate
 
 
 class Work(BaseModel):

@@ -19,7 +19,7 @@ from storage import (
     migrate,
 )
 from storage.db import connect_once
-from storage.migrate import applied_versions
+from storage.migrator import applied_versions
 from tests.storage.roles import unprivileged_dsn
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from storage import Client, Job, JobState
 from storage.db import connect_once
-from storage.migrate import LATEST_VERSION, applied_versions, migrate, migrate_connection
+from storage.migrator import LATEST_VERSION, applied_versions, migrate, migrate_connection
 from storage.testing import work_one
 from tests.storage.metric_points import counter_points
 

@@ -15,7 +15,7 @@ import pytest
 
 from storage import Client, InvalidFilter, InvalidName, Job, JobState, WaitForCallback
 from storage.db import connect_once
-from storage.migrate import install_schema
+from storage.migrator import install_schema
 from storage.names import SCHEMA_NAME_MAX_LENGTH, channel, check_schema_name
 from storage.testing import work_one
 

@@ -12,8 +12,8 @@ from importlib.resources import files
 
 from storage.db import Conn, connect_once, translate_errors
 from storage.names import check_schema_name
+from storage.sql_shared import LOCK_MIGRATIONS
 
-MIGRATION_LOCK = (0x617761, 1)  # two-int advisory key space: ("awa", migrations)
 _FILE = re.compile(r"^v(\d{3})_([a-z0-9_]+)\.sql$")
 
 _CREATE_LEDGER = """
@@ -60,7 +60,7 @@ async def migrate_connection(conn: Conn, *, target: int | None = None) -> list[i
     """Apply pending migrations up to ``target`` (default: all) on one connection."""
     applied: list[int] = []
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", *MIGRATION_LOCK)
+        await conn.execute(LOCK_MIGRATIONS)
         await conn.execute(_CREATE_LEDGER)
         done = await applied_versions(conn)
         for migration in available_migrations():

@@ -1,0 +1,73 @@
+"""SQL that more than one storage module runs: the shared CTE fragments and every advisory
+lock, with its key.
+
+Naming: a CTE fragment is named after the rows it yields and is spliced in as
+``WITH {NAME}``; a lock statement is ``LOCK_``, ``TRY_LOCK_`` or ``UNLOCK_`` followed by what it
+locks; the parts of a key are ``<WHAT>_LOCK_CLASS`` and ``<WHAT>_LOCK_OBJECT``. Only this module
+spells a key. The key constants are spliced into the statements (they are ours, not values
+passed in), so a call site cannot pair a statement with the wrong key.
+
+Advisory-lock keys. PostgreSQL keeps its two advisory key spaces apart (one ``bigint``, or two
+``int4``; ``pg_locks`` tells them apart by ``objsubid``), and storage uses each for one thing:
+
+- Row locks, one ``bigint``, transaction-scoped: a claim batch is keyed by its ``claim_id``
+  (positive: ``claim_id_seq`` starts at 1), a job by minus its ``job_id``, so the two never
+  collide. A compact flush takes its claim batches exclusively (ascending); a single-attempt
+  transition takes its claim batch shared and then its job exclusively. Transitions of
+  different jobs of one claim batch run in parallel, and any of them excludes a flush of that
+  batch.
+- Role locks, two ``int4`` (class, object): the class names the role, the object what it is
+  held for. Migrations: ``MIGRATIONS_LOCK_CLASS`` (0x617761, ASCII "awa") with object 1, one
+  runner per database, transaction-scoped. Maintenance leader: ``MAINTENANCE_LEADER_LOCK_CLASS``
+  (0x617261, ASCII "ara") with object ``hashtext(current_schema())``, one leader per
+  queue-storage schema, held by a session for one pass. The leader's class differs from "awa"
+  by a letter; it stays as it is, since a leader of an earlier release still running during an
+  upgrade takes this key. The object is a hash, so it does not grow with the schema name
+  (``storage.names`` and migration v003's header say so; no migration takes a lock itself).
+"""
+
+from __future__ import annotations
+
+MIGRATIONS_LOCK_CLASS = 0x617761
+MIGRATIONS_LOCK_OBJECT = 1
+MAINTENANCE_LEADER_LOCK_CLASS = 0x617261
+
+LOCK_MIGRATIONS = f"SELECT pg_advisory_xact_lock({MIGRATIONS_LOCK_CLASS}, {MIGRATIONS_LOCK_OBJECT})"
+TRY_LOCK_MAINTENANCE_LEADER = (
+    f"SELECT pg_try_advisory_lock({MAINTENANCE_LEADER_LOCK_CLASS}, hashtext(current_schema()))"
+)
+UNLOCK_MAINTENANCE_LEADER = (
+    f"SELECT pg_advisory_unlock({MAINTENANCE_LEADER_LOCK_CLASS}, hashtext(current_schema()))"
+)
+LOCK_CLAIM_BATCHES = "SELECT pg_advisory_xact_lock(c) FROM unnest($1::bigint[]) AS c ORDER BY c"
+LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
+
+# Attempts that are claimed and not yet ended. Claim batches below the rescue horizon are fully
+# resolved (see ``maintenance.advance_horizon`` for the invariant), so only batches at or above
+# it are read. Of those, a batch whose attempts all ended (its closures plus its compact
+# completions' completed_count cover it) is dropped by two grouped index range scans over the
+# same claim_id range, merged with the batches by claim_id: one pass, not one probe per batch
+# into every partition (which cost ~0.3 ms per batch before a maintenance pass). Only batches
+# that still hold an open attempt are unnested and checked job by job.
+OPEN_ATTEMPTS = """
+unresolved AS MATERIALIZED (
+    SELECT cb.claim_id, cb.claimed_at, cb.job_ids, cb.run_leases, cb.attempts
+      FROM claim_batches cb
+      LEFT JOIN (SELECT c.claim_id, count(*) AS n FROM attempt_closures c
+                  WHERE c.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
+                  GROUP BY c.claim_id) closed USING (claim_id)
+      LEFT JOIN (SELECT b.claim_id, sum(b.completed_count) AS n
+                   FROM receipt_completion_batches b
+                  WHERE b.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
+                  GROUP BY b.claim_id) compact USING (claim_id)
+     WHERE cb.claim_id >= (SELECT rescue_horizon FROM maintenance_state)
+       AND cardinality(cb.job_ids) > COALESCE(closed.n, 0) + COALESCE(compact.n, 0)
+), open AS (
+    SELECT cb.claim_id, cb.claimed_at, u.job_id, u.run_lease, u.attempt
+      FROM unresolved cb,
+           unnest(cb.job_ids, cb.run_leases, cb.attempts) AS u(job_id, run_lease, attempt)
+     WHERE NOT EXISTS (SELECT 1 FROM attempt_closures c
+                        WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
+       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
+                        WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
+)"""
