@@ -143,6 +143,7 @@ class AwaApp(Guarded, App[int]):
         reason = SESSION_READ_ONLY if settings.read_only else None
         if reason is None and await client.database_read_only():
             reason = DATABASE_READ_ONLY
+        self._last_read = time.monotonic()
         self.read_only_reason = reason
         await self.load_descriptors(client)
         self._client_ready.set()
@@ -175,11 +176,20 @@ class AwaApp(Guarded, App[int]):
         self.connection = self.connection.failed(self.now(), reason)
 
     def _check_health(self) -> None:
-        """Probe when lost (to recover by itself) or when no read succeeded for an interval."""
+        """Probe when lost (to recover by itself) or when no read succeeded for an interval.
+
+        A database that stops answering (a hung server, a network that drops packets) fails no
+        read: each one just waits, and the next refresh replaces it. So silence is a failure
+        too: no successful read for two intervals marks the connection lost.
+        """
         if self._client is None:
             return
-        quiet = time.monotonic() - self._last_read >= self.health_interval
-        if self.connection.lost or quiet:
+        silent = time.monotonic() - self._last_read
+        if not self.connection.lost and silent >= 2 * self.health_interval:
+            self.connection = self.connection.failed(
+                self.now(), f"PostgreSQL has not answered for {silent:.0f} s."
+            )
+        if self.connection.lost or silent >= self.health_interval:
             self.probe()
 
     @work(exclusive=True, exit_on_error=False, group="probe")

@@ -4,7 +4,10 @@ started again with pg_ctl under the running app)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -141,3 +144,37 @@ async def test_the_console_marks_an_outage_and_recovers_by_itself(outage: Outage
         await pilot.press("escape")
         await until(pilot, lambda: not table.has_class("-stale"), BACK_WITHIN)
         assert "STALE" not in text_of(jobs.query_one("#status"))
+
+
+def _server_pids(outage: Outage) -> list[int]:
+    """The postmaster and every process it started (backends, checkpointer, ...)."""
+    postmaster = int(Path(outage.server.pgdata, "postmaster.pid").read_text().split()[0])
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    return [postmaster, *map(int, children)]
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+async def test_a_database_that_stops_answering_is_marked_lost_and_recovers(
+    outage: Outage,
+) -> None:
+    """A hung server fails no read, each one just waits: silence for two refresh intervals
+    must still say ``connection lost``, and answers again must bring ``live`` back."""
+    await migrate(outage.dsn)
+    app = make_app(outage.dsn, "awa", refresh=REFRESH)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: connection(app).status == "live", LOST_WITHIN)
+        pids = _server_pids(outage)
+        _signal_all(pids, signal.SIGSTOP)
+        try:
+            await until(pilot, lambda: connection(app).lost, LOST_WITHIN)
+            assert "has not answered" in connection(app).reason
+            assert "connection lost, retrying since" in app.sub_title
+        finally:
+            _signal_all(pids, signal.SIGCONT)
+        await until(pilot, lambda: connection(app).status == "live", BACK_WITHIN)
+        assert "live, refreshed" in app.sub_title
