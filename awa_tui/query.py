@@ -131,12 +131,24 @@ class JobQuery:
         return " ".join(parts)
 
 
-def parse_filter(text: str) -> JobQuery:
-    """``kind:send_email queue:mail id:42 some words`` -> a query (tab left at ``all``)."""
+def _tokens(text: str) -> list[str]:
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""  # "#" is a character (id:#42)
+    lexer.escape = ""  # a backslash is a character, not an escape
     try:
-        tokens = shlex.split(text)
-    except ValueError as exc:
-        raise FilterSyntaxError(f"Filter: {exc}") from exc
+        return list(lexer)
+    except ValueError:  # an unbalanced quote: no grouping, every character taken as typed
+        return text.split()
+
+
+def parse_filter(text: str) -> JobQuery:
+    """``kind:send_email queue:mail id:42 some words`` -> a query (tab left at ``all``).
+
+    Quotes group words (``"gateway timeout"``); a quote without its pair is a character to
+    find, and a backslash is always itself, so any text a person types can be searched for.
+    """
+    tokens = _tokens(text)
     kind = queue = None
     job_id: int | None = None
     words: list[str] = []

@@ -26,8 +26,13 @@ def test_filter_grammar() -> None:
         parse_filter("id:abc")
     with pytest.raises(FilterSyntaxError):
         parse_filter("kind:")
-    with pytest.raises(FilterSyntaxError):
-        parse_filter('"unterminated')
+    # Whatever a person types can be searched for: a lone quote, a backslash, an apostrophe.
+    assert parse_filter('"').search == '"'
+    assert parse_filter('"unterminated').search == '"unterminated'
+    assert parse_filter("don't panic").search == "don't panic"
+    assert parse_filter("back\\slash").search == "back\\slash"
+    assert parse_filter("\\").search == "\\"
+    assert parse_filter("""kind:x '"'""").search == '"'
 
 
 def test_relative_times() -> None:
