@@ -143,14 +143,16 @@ class translate_errors:
                 f"{op} was refused: {exc}. Run it as a role with that privilege "
                 "(for migrate: the database owner, or a role with CREATE on the database)."
             )
+        if self.connecting and (
+            isinstance(exc, asyncpg.ClientConfigurationError | ValueError | OverflowError)
+            and not isinstance(exc, asyncpg.PostgresError)
+        ):
+            # A DSN asyncpg cannot use (not a postgresql:// URL, a port out of range, ...).
+            return ConfigError(f"The connection string is not valid: {exc}")
         if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
             # asyncpg could not encode an argument; its message quotes the value.
             return DatabaseError(f"{op} was given a value that cannot be sent to PostgreSQL.")
         if self.connecting:
-            if isinstance(exc, asyncpg.ClientConfigurationError | ValueError) and not isinstance(
-                exc, asyncpg.PostgresError
-            ):
-                return ConfigError(f"The connection string is not valid: {exc}")
             if isinstance(exc, TimeoutError):
                 return ConnectionFailed(
                     f"Could not reach PostgreSQL at {where}: no answer in time."

@@ -74,9 +74,21 @@ def test_migrate_runs_storage_migrate(migrated_dsn: str) -> None:
     assert "already up to date" in result.stdout
 
 
-def test_malformed_dsn_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """An unbalanced ``[`` in the host: one line, exit 2, no traceback, no password."""
-    code = main(["--dsn", "postgresql://oncall:s3cret@[::1/jobs"])
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://oncall:s3cret@[::1/jobs",  # an unbalanced [ in the host
+        "postgresql://oncall:s3cret@127.0.0.1:99999/jobs",  # a port out of range
+        "host=127.0.0.1 port=1 user=oncall password=s3cret dbname=jobs",  # libpq key/value
+        "mysql://oncall:s3cret@db/jobs",  # not PostgreSQL
+    ],
+)
+@pytest.mark.parametrize("command", [[], ["migrate"]])
+def test_malformed_dsn_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], dsn: str, command: list[str]
+) -> None:
+    """A DSN asyncpg cannot use: one line, exit 2, no traceback, no password."""
+    code = main([*command, "--dsn", dsn])
     captured = capsys.readouterr()
     assert code == EXIT_USAGE
     lines = captured.err.strip().splitlines()
