@@ -43,6 +43,8 @@ class CallbackFlows(AwaScreen):
                 f"Fail job {row.id}'s callback?",
                 f"The job fails terminally with this error in its history (to the DLQ when "
                 f"queue {row.queue} has one). Callback {callback_id}.",
+                confirm_label="Fail job",
+                keep_label="Keep waiting",
                 placeholder="error message, e.g. payment provider rejected the card",
             ),
             answered,

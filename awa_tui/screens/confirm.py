@@ -73,8 +73,18 @@ class PromptModal(Guarded, ModalScreen[str | None]):
         Binding("escape", "cancel", "Cancel", id="prompt.cancel")
     ]
 
-    def __init__(self, title: str, body: str, *, placeholder: str = "", value: str = "") -> None:
+    def __init__(
+        self,
+        title: str,
+        body: str,
+        *,
+        confirm_label: str,
+        keep_label: str,
+        placeholder: str = "",
+        value: str = "",
+    ) -> None:
         super().__init__(classes="dialog-screen")
+        self.confirm_label, self.keep_label = confirm_label, keep_label
         self.title_text = title
         self.body = body
         self.placeholder = placeholder
@@ -87,8 +97,8 @@ class PromptModal(Guarded, ModalScreen[str | None]):
             yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
             yield Static("", id="prompt-error", classes="error-text")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("OK (enter)", id="ok", variant="primary")
-                yield Button("Cancel (esc)", id="cancel")
+                yield Button(f"{self.confirm_label} (enter)", id="ok", variant="primary")
+                yield Button(f"{self.keep_label} (esc)", id="cancel")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

@@ -11,7 +11,7 @@ from awa_tui.app import SESSION_READ_ONLY
 from awa_tui.demo import ChargeCard
 from awa_tui.errors import EXIT_CONNECT, EXIT_USAGE
 from awa_tui.query import tab_named
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import ConfirmModal, PromptModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.dlq import DlqScreen
 from awa_tui.screens.error_history import ErrorHistoryScreen
@@ -216,3 +216,22 @@ def test_cli_accepts_state_waiting_and_refuses_unknown_states_in_one_line() -> N
     # A known state gets past argument checks to the connection (nothing listens on port 1).
     known = run_cli("--state", "waiting", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
     assert known.returncode == EXIT_CONNECT, known.stderr
+
+
+async def test_fail_callback_dialog_buttons_name_what_they_do(
+    migrated_dsn: str, schema: str, client: Client, incident: Incident
+) -> None:
+    app = build_app(migrated_dsn, schema, initial_job=incident.waiting)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("F")
+        await settle(pilot)
+        modal = app.screen
+        assert isinstance(modal, PromptModal)
+        labels = [str(button.label) for button in modal.query(Button)]
+        assert labels == ["Fail job (enter)", "Keep waiting (esc)"]
+        await pilot.press("escape")
+        await settle(pilot)
+    row = await client.get_job(incident.waiting)
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
