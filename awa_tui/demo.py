@@ -16,13 +16,21 @@ import os
 import random
 import signal
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from types import FrameType
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from awa_tui.embedded import SIGNALS, EmbeddedPostgres, exit_on_signals, signal_exit_code
+from awa_tui.embedded import (
+    SIGNALS,
+    EmbeddedPostgres,
+    exit_now,
+    exit_on_signals,
+    signal_exit_code,
+)
 from awa_tui.errors import EXIT_USAGE, describe, exit_code
 from storage import (
     AwaError,
@@ -302,22 +310,44 @@ def build_demo_app(dsn: str, args: argparse.Namespace) -> AwaApp:
     )
 
 
-async def run_app(app: AwaApp, note: Callable[[int], None]) -> None:
-    """Run the app; SIGTERM and SIGHUP exit it through Textual, which restores the terminal."""
+STUCK_EXIT = 2.0
+"""Seconds after which a SIGTERM no longer waits for an exit already under way."""
+
+
+async def run_app(app: AwaApp, note: Callable[[int], None], server: EmbeddedPostgres) -> None:
+    """Run the app until it exits, or a signal ends the process.
+
+    SIGHUP means the terminal is gone: there is nothing to restore, and Textual's writes to it
+    can block the main thread for good (the writer thread stuck on the terminal, the loop stuck
+    on the writer's queue). So SIGHUP stops the server and leaves at once (``exit_now``: 129).
+    SIGTERM exits through Textual, which restores the terminal (143); a SIGTERM that comes more
+    than ``STUCK_EXIT`` seconds after an exit that has not finished leaves at once too.
+
+    These are ``signal.signal`` handlers, not the loop's: Python runs them in the main thread
+    even while it is blocked on a lock or a write, where the loop would never get to its own.
+    """
     loop = asyncio.get_running_loop()
+    exiting: list[float] = []  # when SIGTERM asked the app to exit
 
-    def on_signal(signum: int) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        code = signal_exit_code(signum)
+        if signum != signal.SIGTERM:
+            note(signum)
+            exit_now(server, code)
+        if exiting:
+            if time.monotonic() - exiting[0] > STUCK_EXIT:
+                exit_now(server, code)
+            return
         note(signum)
-        app.exit(return_code=signal_exit_code(signum))
+        exiting.append(time.monotonic())
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the app is gone already
+            loop.call_soon_threadsafe(lambda: app.exit(return_code=code))
 
-    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    for sig in SIGNALS:
-        loop.add_signal_handler(sig, on_signal, sig)
+    previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
     try:
         await app.run_async()
     finally:
         for sig, handler in previous.items():
-            loop.remove_signal_handler(sig)  # this resets it to SIG_DFL
             signal.signal(sig, handler)
 
 
@@ -342,7 +372,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 say(describe(exc).text)
                 return exit_code(exc)
             app = build_demo_app(server.dsn, args)
-            asyncio.run(run_app(app, note))
+            asyncio.run(run_app(app, note, server))
             if app.fatal_message is not None:
                 say(app.fatal_message)
             return app.return_code or 0

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals that end the process cleanly: exit code 128 + the signal's number."""
@@ -148,6 +148,24 @@ def stop_postmaster(pid: int) -> None:
             if not process_alive(pid):
                 return
             time.sleep(0.01)  # the postmaster is not our child: there is nothing to wait on
+
+
+def exit_now(server: EmbeddedPostgres, code: int) -> NoReturn:
+    """Stop the server, remove its directory and leave at once with ``code``.
+
+    For a ``signal.signal`` handler: it runs in the main thread even while that thread is stuck
+    writing to a terminal that is gone (or on Textual's writer queue behind it), where nothing
+    else would ever run. So nothing here touches the terminal, and no ``finally``, ``atexit`` hook
+    or flush runs after it. Further signals are ignored from the first statement on: a closed
+    terminal can send several, and one must not cut the cleanup short. ``stop`` is synchronous,
+    takes no lock and is idempotent, so it is safe wherever the main thread was interrupted.
+    """
+    for sig in (*SIGNALS, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        server.stop()
+    finally:
+        os._exit(code)
 
 
 @contextmanager
