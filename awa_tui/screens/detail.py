@@ -82,6 +82,13 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         super().on_mount()
         self.query_one("#detail").focus()
         self.load()
+        refresh = self.awa.settings.refresh
+        if refresh > 0:  # live like the browser: a job that moves on is shown as it is now
+            self.set_interval(refresh, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current:
+            self.load()
 
     @work(exclusive=True, exit_on_error=False, group="job")
     async def load(self) -> None:
@@ -93,6 +100,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
     def on_job_loaded(self, message: JobLoaded) -> None:
         if message.job_id != self.job_id:
             return
+        if self.loaded and (message.row, message.descriptor) == (self.row, self.descriptor):
+            return  # unchanged: nothing to redraw
         self.loaded = True
         self.row = message.row
         self.descriptor = message.descriptor

@@ -208,3 +208,27 @@ async def test_dead_lettered_job_retry_and_purge(
         assert row is not None
         assert row.dlq is None
         assert row.state is JobState.AVAILABLE
+
+
+async def test_detail_follows_a_job_that_moves_on_under_live_refresh(
+    migrated_dsn: str, schema: str, client: Client, incident: Incident
+) -> None:
+    """Opened while available, cancelled by someone else: the detail shows it cancelled
+    without a key press, as the browser would."""
+    app = build_app(migrated_dsn, schema, initial_job=incident.available, refresh=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+
+        async def until_state(state: JobState) -> JobDetailScreen:
+            for _ in range(300):  # a bounded wait on the real condition, not a sleep
+                await pilot.pause(0.05)
+                screen = app.screen
+                row = screen.row if isinstance(screen, JobDetailScreen) else None
+                if row is not None and row.state is state:
+                    assert isinstance(screen, JobDetailScreen)
+                    return screen
+            raise AssertionError(f"the detail never showed {state}")
+
+        detail = await until_state(JobState.AVAILABLE)
+        await client.cancel_job(incident.available)
+        assert await until_state(JobState.CANCELLED) is detail
+        assert "cancelled" in text_of(detail.query_one("#summary"))
