@@ -23,6 +23,7 @@ from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
     ArgsValidationError,
     AwaError,
+    DatabaseError,
     ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
@@ -622,7 +623,10 @@ def _start_error(exc: BaseException, step: str) -> BaseException:
             "The database session is read-only (a read-only client or a replica), so this "
             "client cannot run jobs; nothing was started."
         )
-    if isinstance(exc, AwaError) or not isinstance(exc, Exception):
+    # A refusal translated at the boundary (DatabaseError) still says which step failed.
+    if (isinstance(exc, AwaError) and not isinstance(exc, DatabaseError)) or not isinstance(
+        exc, Exception
+    ):
         return exc
     return StartFailed(
         f"The runtime could not {step} ({describe(exc)}), so nothing was started; for the "

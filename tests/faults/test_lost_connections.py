@@ -130,9 +130,11 @@ async def test_handler_finalizes_on_killed_connections_are_retried_and_land_once
 ) -> None:
     """Tagged jobs take the general path; odd ones fail for good with an output. Every
     backend of the worker is killed again and again while they finalize, with no maintenance
-    to rescue a stranded attempt: each job must still end once, in its own state."""
+    to rescue a stranded attempt: every job whose handler ran must end once, in its own state.
+    (A claim whose commit landed but whose reply was lost strands jobs no handler ever saw;
+    those wait for heartbeat rescue, which is off here, and are left out.)"""
     app_name = f"awa-finalize-{schema}"
-    finished = 0
+    started: set[int] = set()
     reached = asyncio.Event()
     target = 0
 
@@ -142,11 +144,10 @@ async def test_handler_finalizes_on_killed_connections_are_retried_and_land_once
 
         @client.task(Work)
         async def work(job: Job[Work]) -> None:
-            nonlocal finished
-            job.set_output({"n": job.args.n})
-            finished += 1
-            if finished >= target:
+            started.add(job.id)
+            if len(started) >= target:
                 reached.set()
+            job.set_output({"n": job.args.n})
             if job.args.n % 2:
                 raise TerminalError("odd")
 
@@ -154,38 +155,36 @@ async def test_handler_finalizes_on_killed_connections_are_retried_and_land_once
             [Work(n=i) for i in range(TOTAL)], tags=["general"], max_attempts=1
         )
         killed = 0
-        await client.start(concurrency=16, claim_size=16, maintenance_interval=None)
+        await client.start(concurrency=16, claim_size=4, maintenance_interval=None)
         try:
             for i in range(1, KILLS + 1):
-                target = i * TOTAL // (KILLS + 1)
+                target = i * TOTAL // (KILLS + 2)
                 reached.clear()
-                if finished < target:
+                if len(started) < target:
                     await asyncio.wait_for(reached.wait(), 60)  # a hang guard
                 killed += await conn.fetchval(
-                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000))"
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))"
                     " FROM pg_stat_activity WHERE application_name = $1",
                     app_name,
                 )
-            ended = "SELECT count(*) FROM terminal_jobs"
-
-            async def count_ended() -> int:
-                value: int = await conn.fetchval(ended)
-                return value
-
+            drained = "SELECT NOT EXISTS (SELECT 1 FROM queue_lanes WHERE claim_seq < next_seq)"
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + 45  # inside the 60 s a rescue would need
-            while await count_ended() < TOTAL:
-                assert loop.time() < deadline, "finalizes were lost to killed connections"
+            deadline = loop.time() + 45
+            while not await conn.fetchval(drained):  # a bounded poll of the real state
+                assert loop.time() < deadline, "the runtime stopped claiming"
                 await asyncio.sleep(0.05)
         finally:
-            await client.shutdown(abandon=True)
+            # Graceful: waits for every running handler and its finalize (with its retries).
+            await asyncio.wait_for(client.shutdown(), 45)
     assert killed >= KILLS
     rows = await conn.fetch(
         "SELECT job_id, count(*) AS n, min(state::text) AS state, min(output::text) AS output,"
         " min(payload::text) AS payload, min((args->>'n')::int) AS arg"
         " FROM terminal_jobs GROUP BY job_id"
     )
-    assert len(rows) == TOTAL
+    ended = {row["job_id"] for row in rows}
+    assert started <= ended, f"{len(started - ended)} finalizes were lost"
+    assert len(ended) >= TOTAL - KILLS * 4  # only lost claims (at most one batch a kill) wait
     for row in rows:
         assert row["n"] == 1, f"job {row['job_id']} ended {row['n']} times"
         n = row["arg"]
