@@ -90,6 +90,7 @@ class AwaApp(Guarded, App[int]):
             self.set_reactive(AwaApp.read_only_reason, SESSION_READ_ONLY)
         self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
         self._last_read = 0.0  # monotonic time of the last successful read
+        self._runtime_state = "stopped"  # the client's runtime health, to notify its changes
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
 
@@ -184,6 +185,11 @@ class AwaApp(Guarded, App[int]):
         """
         if self._client is None:
             return
+        runtime = self._client.health  # stopped unless this client runs jobs (the demo's does)
+        if runtime.state != self._runtime_state and runtime.state in ("degraded", "failed"):
+            text = f"The worker runtime is {runtime.state}: {runtime.reason}"
+            self.notify(text, severity="error" if runtime.state == "failed" else "warning")
+        self._runtime_state = runtime.state
         silent = time.monotonic() - self._last_read
         if not self.connection.lost and silent >= 2 * self.health_interval:
             self.connection = self.connection.failed(

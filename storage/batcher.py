@@ -9,20 +9,16 @@ its own earlier commit reports ``ALREADY`` rather than stale.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 
 import asyncpg
 
 from storage import finalize
 from storage.finalize import CompactCompletion, Outcome
-from storage.supervise import describe, is_transient
-
-log = logging.getLogger("storage")
+from storage.supervise import retry_transient
 
 FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
-RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.0, 4.0, 4.0, 8.0, 8.0)
 
 
 Pending = tuple[CompactCompletion, "asyncio.Future[Outcome]"]
@@ -100,17 +96,12 @@ class CompletionBatcher:
     async def _flush_with_retries(
         self, items: list[CompactCompletion]
     ) -> dict[tuple[int, int], Outcome]:
-        for delay in (*RETRY_DELAYS, None):
-            try:
-                supported = await self._outputs_supported()
-                async with self._pool.acquire() as conn:
-                    # A retry's "already" is its own earlier commit whose ack was lost.
-                    return await finalize.complete_compact(conn, items, outputs_supported=supported)
-            except Exception as exc:
-                # Transient: the connection or the server (including asyncpg's "another
-                # operation is in progress" on a connection killed mid-statement).
-                if delay is None or not is_transient(exc):
-                    raise
-                log.warning("completion flush failed (%s); retrying", describe(exc))
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
+        async def flush() -> dict[tuple[int, int], Outcome]:
+            supported = await self._outputs_supported()
+            async with self._pool.acquire() as conn:
+                # A retry's "already" is its own earlier commit whose ack was lost.
+                return await finalize.complete_compact(conn, items, outputs_supported=supported)
+
+        # Transient: the connection or the server (including asyncpg's "another operation is
+        # in progress" on a connection killed mid-statement).
+        return await retry_transient("completion flush", flush, stop=self._pool.is_closing)

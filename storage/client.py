@@ -345,9 +345,11 @@ class Client(Operations):
 
     async def wait_for_callback(self, job: Job[Any], token: CallbackToken) -> Any:
         event = self._callback_waiters.setdefault(token.callback_id, asyncio.Event())
-        await self.ensure_listener()
+        # Shown as waiting first; then LISTEN before the first poll, so an answer that lands
+        # after that poll is heard (one that lands before it is read by the poll).
         async with self._connection("wait_for_callback") as conn:
             await conn.execute(callbacks.MARK_WAITING, token.callback_id)
+        await self.ensure_listener()
         try:
             while True:
                 async with self._connection("wait_for_callback") as conn:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from storage import transitions
 from storage.claim import ClaimedJob
 from storage.codec import JsonDecodeMismatch, decode_value
+from storage.db import Conn
 from storage.errors import StaleAttempt, TerminalError
 from storage.events import JobEvent
 from storage.finalize import AttemptRef, CompactCompletion, Outcome, utf8_size
@@ -23,6 +24,7 @@ from storage.models import JobRow, JobState
 from storage.output import OutputSlot
 from storage.payload import dispatch_errors, takes_general_path
 from storage.results import Cancel, RetryAfter, Snooze, WaitForCallback
+from storage.supervise import retry_transient
 from storage.transitions import AttemptRecord, Ended, Failure
 
 if TYPE_CHECKING:
@@ -139,12 +141,12 @@ async def _finish(
     if isinstance(verdict, _Completed):
         ended = await _complete(client, claimed, record)
     elif isinstance(verdict, Snooze):
-        async with client.pool.acquire() as conn:
-            ended = await transitions.snooze(conn, record, verdict.seconds)
+        seconds = verdict.seconds
+        ended = await _write(client, record, lambda conn: transitions.snooze(conn, record, seconds))
         _drop(client, claimed, sealed, "outcome")
         sealed = None
     else:
-        ended = await _fail(client, claimed, record, verdict)
+        ended = await _fail(client, record, verdict)
         if ended.state is JobState.WAITING_EXTERNAL:
             _drop(client, claimed, sealed, "outcome")
             sealed = None
@@ -166,15 +168,31 @@ def _drop(client: Client, claimed: ClaimedJob, output: str | None, reason: str) 
         client.metrics.dropped(claimed.kind, claimed.queue, reason)
 
 
-async def _fail(
-    client: Client, claimed: ClaimedJob, record: AttemptRecord, verdict: _Failed | WaitForCallback
+async def _write(
+    client: Client, record: AttemptRecord, transition: Callable[[Conn], Awaitable[Ended]]
 ) -> Ended:
-    async with client.pool.acquire() as conn:
-        if isinstance(verdict, WaitForCallback):
-            parked = await transitions.park(conn, record, verdict.token.callback_id)
+    """Run one finalize transition on a pooled connection, retrying transient errors (a killed
+    connection, a restarting server) as the completion flush does. A retry after an uncertain
+    commit is safe: the ``(job_id, run_lease)`` guard turns it into "already written"."""
+
+    async def attempt() -> Ended:
+        async with client.pool.acquire() as conn:
+            return await transition(conn)
+
+    return await retry_transient(
+        f"finalize of job {record.ref.job_id}", attempt, stop=client.pool.is_closing
+    )
+
+
+async def _fail(client: Client, record: AttemptRecord, verdict: _Failed | WaitForCallback) -> Ended:
+    async def transition(conn: Conn) -> Ended:
+        failed = verdict
+        if isinstance(failed, WaitForCallback):
+            # Parking again after an uncertain commit matches the same row: idempotent.
+            parked = await transitions.park(conn, record, failed.token.callback_id)
             if parked is not None:
                 return parked
-            verdict = _Failed(
+            failed = _Failed(
                 Failure.CONTRACT,
                 "wait_for_callback_contract_violation: WaitForCallback returned without a "
                 "registered callback",
@@ -182,15 +200,19 @@ async def _fail(
         return await transitions.fail(
             conn,
             record,
-            verdict.failure,
-            verdict.message,
+            failed.failure,
+            failed.message,
             outputs_supported=await client.outputs_supported(),
-            retry_in=verdict.retry_in,
+            retry_in=failed.retry_in,
         )
+
+    return await _write(client, record, transition)
 
 
 async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) -> Ended:
-    supported = await client.outputs_supported()
+    supported = await retry_transient(
+        "output column probe", client.outputs_supported, stop=client.pool.is_closing
+    )
     if record.output_text is not None and not supported:
         _drop(client, claimed, record.output_text, "schema_missing")
         record.output_text = None
@@ -205,8 +227,11 @@ async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) 
         or takes_general_path(claimed.payload, None)
     )
     if general:
-        async with client.pool.acquire() as conn:
-            return await transitions.complete_general(conn, record, outputs_supported=supported)
+        return await _write(
+            client,
+            record,
+            lambda conn: transitions.complete_general(conn, record, outputs_supported=supported),
+        )
     outcome = await client.batcher.submit(
         CompactCompletion(
             ref=record.ref,

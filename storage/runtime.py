@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from storage import claim, executor
 from storage.claim import ClaimedJob
+from storage.db import Conn
 from storage.descriptors import SYNC_INTERVAL_SECONDS
 from storage.errors import RuntimeFailed
 from storage.finalize import AttemptRef
@@ -40,6 +41,15 @@ SELECT u.job_id, u.run_lease, u.claim_id, now(), u.progress
                     WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
 ON CONFLICT (job_id, run_lease) DO UPDATE
    SET heartbeat_at = now(), progress = COALESCE(excluded.progress, s.progress)
+"""
+# Attempts running here that an operator cancelled (admin.cancel closes them 'cancelled_admin').
+# The cancel's notice reaches only a live LISTEN; this re-check, run after re-LISTENing and on
+# every heartbeat, cancels the handlers whose notice was lost with the listener's connection.
+CANCELLED_AMONG = """
+SELECT c.job_id, c.run_lease
+  FROM unnest($1::bigint[], $2::bigint[]) AS u(job_id, run_lease)
+  JOIN attempt_closures c USING (job_id, run_lease)
+ WHERE c.outcome = 'cancelled_admin'
 """
 # Work left in these queues: claimable rows, or attempts still running anywhere (including
 # ones a dead worker left behind, which maintenance will rescue).
@@ -96,6 +106,7 @@ class Runtime:
         self._slot_free = asyncio.Event()
         self._quiet = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._recheck_cancels = False
         self.supervisor = Supervisor(self._on_fatal, give_up_after=give_up_after)
 
     def start(self) -> None:
@@ -222,8 +233,17 @@ class Runtime:
         await self.heartbeat_now()
 
     async def _listener_step(self) -> None:
-        """LISTEN (again, on a fresh connection after losing one), then wait for a loss."""
+        """LISTEN (again, on a fresh connection after losing one), then wait for a loss.
+
+        After listening again, cancels sent while no LISTEN was live are looked up: listening
+        first, then reading, leaves no gap a cancel could fall into."""
+        if not self.client.notices.active:
+            self._recheck_cancels = True
         await self.client.ensure_listener()
+        if self._recheck_cancels:
+            async with self.client.pool.acquire() as conn:
+                await self.cancel_cancelled(conn, list(self.inflight))
+            self._recheck_cancels = False
         await self.client.notices.wait_lost(self.heartbeat_interval)
 
     async def _sync_step(self) -> None:
@@ -255,7 +275,18 @@ class Runtime:
                 [c.claim_id for c, _ in beats],
                 [j.progress if j is not None and j._progress_dirty else None for _, j in beats],
             )
+            # The fallback for cancel notices lost some other way.
+            await self.cancel_cancelled(conn, [(c.job_id, c.run_lease) for c, _ in beats])
         self.stated.update((c.job_id, c.run_lease) for c, _ in beats)
+
+    async def cancel_cancelled(self, conn: Conn, keys: list[tuple[int, int]]) -> None:
+        """Tell the handlers of ``keys`` whose attempts an operator cancelled, exactly as the
+        cancel notice does (``cancel_attempt``); a handler told twice is told once."""
+        if not keys:
+            return
+        rows = await conn.fetch(CANCELLED_AMONG, [k[0] for k in keys], [k[1] for k in keys])
+        for row in rows:
+            self.cancel_attempt(row["job_id"], row["run_lease"])
 
     def has_state(self, ref: AttemptRef) -> bool:
         return ref.key in self.stated

@@ -17,6 +17,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import asyncpg
 from asyncpg.exceptions._base import InternalClientError
@@ -33,6 +34,7 @@ _TRANSIENT_CLASSES = ("08", "53", "57", "58", "40")
 _TRANSIENT_STATES = frozenset({"55P03", "55006", "25006"})
 
 Step = Callable[[], Awaitable[None]]
+T = TypeVar("T")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -156,3 +158,34 @@ class Supervisor:
                     self._failing.pop(name, None)
                 failures = repeats = 0
                 last = None
+
+
+# Delays between tries of a write that must land (a completion flush, a handler's finalize):
+# about 30 s in all, well inside the heartbeat rescue's 60 s.
+RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.0, 4.0, 4.0, 8.0, 8.0)
+
+
+async def retry_transient(
+    what: str,
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    stop: Callable[[], bool] = lambda: False,
+    delays: tuple[float, ...] = RETRY_DELAYS,
+) -> T:
+    """Run ``attempt`` until it succeeds, retrying transient errors after each of ``delays``.
+
+    ``attempt`` must get its own connection each time (the pool replaces a dead one) and be
+    safe to run again after an uncertain commit: every finalize write is guarded by
+    ``(job_id, run_lease)``, so a retry that finds its own earlier commit reports it as
+    already written instead of writing twice. Any other error, the last one, or any error
+    once ``stop()`` is true (the pool is closing: no retry can succeed) is raised.
+    """
+    for delay in (*delays, None):
+        try:
+            return await attempt()
+        except Exception as exc:
+            if delay is None or not is_transient(exc) or stop():
+                raise
+            log.warning("%s failed (%s); retrying in %.2fs", what, describe(exc), delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

@@ -166,7 +166,15 @@ async def test_sequential_waiter_resumes_and_completes_with_its_own_output(
     job = await client.insert(Resize(width=1))
     runner = asyncio.create_task(work_one(client))
     await registered.wait()
-    waiting = await client.get_job(job.id)
+    # Registered is not yet waiting: the handler marks itself waiting inside
+    # wait_for_callback, a round trip later. Poll the real state (bounded), as a person would.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while (waiting := await client.get_job(job.id)) is not None and (
+        waiting.state is JobState.RUNNING
+    ):
+        assert loop.time() < deadline, "the handler never started waiting"
+        await asyncio.sleep(0.01)
     assert waiting is not None
     assert waiting.state is JobState.WAITING_EXTERNAL
     await client.resolve_callback(tokens[0], {"ok": True})
