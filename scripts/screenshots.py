@@ -14,17 +14,16 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="awa-runtime-"))
 
 from textual._doc import take_svg_screenshot  # noqa: E402
 
+from awa_tui.embedded import EmbeddedPostgres  # noqa: E402
 from storage.db import connect_once  # noqa: E402
 from storage.migrator import install_schema, migrate  # noqa: E402
 from tests.tui.scenarios import SCREENS, SIZE, prepare  # noqa: E402
@@ -39,14 +38,8 @@ def database() -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    import pgserver
-
-    with tempfile.TemporaryDirectory(prefix="awa-shots-pg-") as data_dir:
-        server = pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
-        try:
-            yield str(server.get_uri())
-        finally:
-            server.cleanup()
+    with EmbeddedPostgres(prefix="awa-shots-pg-") as server:  # stopped and removed on exit
+        yield server.dsn
 
 
 async def new_schema(dsn: str, name: str) -> str:
