@@ -102,10 +102,14 @@ class Operations:
             )
 
     async def counts(self, *, cap: int | None = None) -> StateCounts:
-        """Jobs per state, exact up to ``cap`` (default ``count_cap``) and "at least ``cap``"
-        above it: see ``StateCounts.capped`` and ``storage.counting``."""
+        """Jobs per state, exact up to a cap and "at least the cap" above it (see
+        ``StateCounts.capped`` and ``storage.counting``). By default the console's caps:
+        ``count_cap`` for the live states, 1,000 for completed, failed and cancelled; an
+        explicit ``cap`` applies to every state."""
         async with self._connection("counts") as conn, listing.snapshot(conn):
-            return await counting.counts(conn, cap=self.count_cap if cap is None else cap)
+            if cap is None:
+                return await counting.counts(conn, cap=self.count_cap)
+            return await counting.counts(conn, cap=cap, terminal_cap=cap, batches=cap)
 
     async def count_matching(self, **where: Any) -> int:
         """How many jobs a bulk action on this filter would touch (shown before acting).
