@@ -20,7 +20,8 @@ async def incident(client: Client, conn: asyncpg.Connection) -> Incident:
 
 
 async def settle(pilot: Pilot[Any]) -> None:
-    """Wait until no worker runs and no message is pending (workers start more workers)."""
+    """Wait until no worker runs, no message is pending (workers start more workers) and the
+    screen is painted."""
     app = pilot.app
     for _ in range(50):
         await app.workers.wait_for_complete()
@@ -31,8 +32,29 @@ async def settle(pilot: Pilot[Any]) -> None:
             if not [
                 w for w in app.workers if w.state in (WorkerState.PENDING, WorkerState.RUNNING)
             ]:
+                await painted(pilot)
                 return
     raise AssertionError("the app did not settle")
+
+
+async def painted(pilot: Pilot[Any]) -> None:
+    """Wait until the screen has no layout, scroll or repaint pending. A screen pushed under a
+    busy loop could otherwise be captured half drawn (its table, but no header or footer).
+    Textual has no public flag for this; these are the ones its own idle handler checks."""
+    app = pilot.app
+    for _ in range(100):
+        screen = app.screen
+        pending = (
+            app._batch_count
+            or screen._layout_required
+            or screen._scroll_required
+            or screen._repaint_required
+            or screen._dirty_widgets
+        )
+        if not pending:
+            return
+        await pilot.pause()
+    raise AssertionError("the screen was never fully painted")
 
 
 def freeze_cursors(pilot: Pilot[Any]) -> None:
