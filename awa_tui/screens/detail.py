@@ -60,6 +60,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.row: JobRow | None = None
         self.descriptor: JobKindDescriptor | None = None
         self.loaded = False
+        self.reload_on_resume = False
 
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
@@ -87,7 +88,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             self.set_interval(refresh, self._tick)
 
     def _tick(self) -> None:
-        if self.is_current:
+        if self.is_active:
             self.load()
 
     @work(exclusive=True, exit_on_error=False, group="job")
@@ -129,6 +130,14 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
     def on_jobs_changed(self, message: JobsChanged) -> None:
         if not message.job_ids or self.job_id in message.job_ids:
+            if self.is_active:
+                self.load()
+            else:  # under a dialog (still "current" to Textual): reload when it closes
+                self.reload_on_resume = True
+
+    def on_screen_resume(self) -> None:
+        if self.reload_on_resume:
+            self.reload_on_resume = False
             self.load()
 
     def render_job(self) -> None:
