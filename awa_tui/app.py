@@ -44,7 +44,7 @@ from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, red
 ClientFactory = Callable[[], Awaitable[Client]]
 
 # Worker groups that only read: their success means the database answered.
-READ_GROUPS = frozenset({"jobs", "counts", "job", "kinds", "dlq", "probe"})
+READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "probe"})
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (

@@ -130,11 +130,6 @@ class JobsScreen(AwaScreen):
             self.table.clear()
         self.load_jobs(new, append=False, refreshed=False)
 
-    @work(exclusive=True, exit_on_error=False, group="counts")
-    async def load_counts(self) -> None:
-        client = await self.awa.client()
-        self.post_message(CountsLoaded(await client.counts()))
-
     @work(exclusive=True, exit_on_error=False, group="jobs")
     async def load_jobs(self, query: JobQuery, *, append: bool, refreshed: bool) -> None:
         client = await self.awa.client()
