@@ -16,7 +16,7 @@ import orjson
 
 from storage.db import Conn
 from storage.models import JobKindDescriptor, JobState, KindSummary
-from storage.sql_shared import OPEN_ATTEMPTS
+from storage.sql_shared import OPEN_ATTEMPTS, UNCLAIMED_READY
 
 SYNC_INTERVAL_SECONDS = 60
 
@@ -71,9 +71,7 @@ WITH {OPEN_ATTEMPTS}
 SELECT kind, state, count(*) AS n FROM (
     SELECT kind, state FROM deferred_jobs
     UNION ALL
-    SELECT r.kind, 'available' FROM queue_lanes l
-      JOIN ready_entries r ON r.queue = l.queue AND r.priority = l.priority
-       AND r.lane_seq >= l.claim_seq
+    SELECT r.kind, 'available' FROM {UNCLAIMED_READY}
      WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
                         WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
     UNION ALL

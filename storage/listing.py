@@ -30,7 +30,7 @@ from storage.errors import InvalidFilter
 from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState
 from storage.names import unstorable
 from storage.payload import errors_of
-from storage.sql_shared import OPEN_ATTEMPTS
+from storage.sql_shared import OPEN_ATTEMPTS, UNCLAIMED_READY
 
 # $1 before_id, $2 kind, $3 queue, $4 search pattern (ILIKE, % _ \\ escaped), $5 limit.
 # The search looks at scalar values (``#>> '{}'`` is a value's text without JSON quoting).
@@ -55,14 +55,11 @@ def _filter(payload: str) -> str:
 _COLUMNS = """r.job_id, r.kind, r.queue, r.args, r.priority, r.run_lease, r.max_attempts,
        r.run_at, r.created_at"""
 
-# MATERIALIZED: the unclaimed rows are found through the lanes' cursors first; left to itself
-# the planner walked every ready row newest first looking for available ones.
+# MATERIALIZED: the unclaimed rows are found through the lanes' cursors first (one index range
+# per lane, ``UNCLAIMED_READY``); left to itself the planner walked every ready row newest
+# first looking for available ones.
 LIST_AVAILABLE = f"""
-WITH unclaimed AS MATERIALIZED (
-    SELECT r.* FROM queue_lanes l
-      JOIN ready_entries r
-        ON r.queue = l.queue AND r.priority = l.priority AND r.lane_seq >= l.claim_seq
-)
+WITH unclaimed AS MATERIALIZED (SELECT r.* FROM {UNCLAIMED_READY})
 SELECT {_COLUMNS}, r.attempt, r.attempted_at, NULL::timestamptz AS finalized_at, r.payload,
        false AS has_output
   FROM unclaimed r
