@@ -23,7 +23,7 @@ from storage.errors import RuntimeFailed
 from storage.finalize import AttemptRef
 from storage.health import Health
 from storage.job import Job
-from storage.maintenance import MaintenanceSettings
+from storage.maintenance import MaintenanceSettings, advance_horizon
 from storage.sql_shared import OPEN_ATTEMPTS
 from storage.supervise import Supervisor
 
@@ -107,6 +107,7 @@ class Runtime:
         self._quiet = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._recheck_cancels = False
+        self._claimed_since_quiet = False
         self.supervisor = Supervisor(self._on_fatal, give_up_after=give_up_after)
 
     def start(self) -> None:
@@ -199,7 +200,10 @@ class Runtime:
             )
         if jobs:
             self._quiet.clear()
+            self._claimed_since_quiet = True
         elif not self.inflight:
+            if self._claimed_since_quiet:
+                await self._advance_horizon_after_work()
             self._quiet.set()
         for claimed in jobs:
             self._spawn(claimed)
@@ -207,6 +211,16 @@ class Runtime:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+
+    async def _advance_horizon_after_work(self) -> None:
+        """The runtime ran out of work: flush its completions and move the rescue horizon past
+        the batches that ended, as a maintenance pass would. Reads of open attempts scan only
+        the claim batches above the horizon, so straight after a load they stay bounded even
+        where no runtime runs maintenance (``maintenance_interval=None``)."""
+        await self.client.batcher.drain()
+        async with self.client.pool.acquire() as conn:
+            await advance_horizon(conn)
+        self._claimed_since_quiet = False
 
     def _spawn(self, claimed: ClaimedJob) -> None:
         holder: list[Job[Any]] = []

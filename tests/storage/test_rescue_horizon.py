@@ -103,3 +103,19 @@ async def test_the_horizon_does_not_pass_a_claim_that_has_not_committed(
     assert [row.id for row in await client.list_jobs(state=JobState.RUNNING)] == [pending.job_id]
     await client.run_maintenance()
     assert await _horizon(conn) == pending.claim_id  # now committed, and still open
+
+
+async def test_a_runtime_that_runs_out_of_work_moves_the_horizon_without_maintenance(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """Straight after a load, with no maintenance anywhere, open-attempt reads are bounded:
+    the runtime moved the horizon past every batch it ran before it reported idle."""
+    client.task(kind="h_noop")(_noop)
+    await client.insert_many([{"n": i} for i in range(300)], kind="h_noop")
+
+    await client.run_until_idle(maintenance_interval=None, claim_size=16)
+
+    top = await conn.fetchval("SELECT max(claim_id) FROM claim_batches")
+    assert await conn.fetchval("SELECT count(*) FROM claim_batches") > 1
+    assert await _horizon(conn) == top + 1
+    assert (await client.counts()).by_state[JobState.RUNNING] == 0
