@@ -66,10 +66,15 @@ NOTIFY_CALLBACK = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # The rescue horizon H (maintenance_state.rescue_horizon) bounds every open-attempt read.
 # INVARIANT: every claim batch with claim_id < H has committed, and every attempt in it has
-# ended (a closure row or a compact completion). A claim batch below H that commits later, or
-# an open attempt below H, would be invisible to reads and to rescue, so H only advances to
-#   min(first claim batch with an open attempt,
+# ended (a closure row or a compact completion) or has an attempt_state row, through which the
+# reads find it (OPEN_ATTEMPTS). A state row lives until its attempt ends: only the
+# transaction that ends the attempt, or maintenance once it has ended, deletes it. A claim
+# batch below H that commits later, or an open attempt below H without a state row, would be
+# invisible to reads and to rescue, so H only advances to
+#   min(first claim batch with an open attempt that has no state row,
 #       first claim id that may still be uncommitted).
+# A state row written after the horizon was computed is not needed: the horizon stopped at
+# its attempt, which had none in that snapshot.
 # The second bound is found without a time rule, from the claim's lock order: a claim locks
 # its lane row FOR UPDATE before it takes nextval('claim_id_seq') and holds it until it
 # commits. So after reading the sequence's last issued id X, a lane we can lock FOR KEY SHARE
@@ -91,7 +96,9 @@ SELECT l.queue, l.priority FROM queue_lanes l
 ADVANCE_HORIZON = f"""
 WITH {OPEN_ATTEMPTS}
 UPDATE maintenance_state SET rescue_horizon = GREATEST(rescue_horizon, LEAST(
-    (SELECT min(claim_id) FROM open),
+    (SELECT min(o.claim_id) FROM open o
+      WHERE NOT EXISTS (SELECT 1 FROM attempt_state s
+                         WHERE s.job_id = o.job_id AND s.run_lease = o.run_lease)),
     $1::bigint + 1,
     (SELECT min(COALESCE((SELECT cb.claim_id FROM claim_batches cb
                            WHERE cb.queue = busy.queue AND cb.priority = busy.priority

@@ -42,13 +42,16 @@ UNLOCK_MAINTENANCE_LEADER = (
 LOCK_CLAIM_BATCHES = "SELECT pg_advisory_xact_lock(c) FROM unnest($1::bigint[]) AS c ORDER BY c"
 LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
 
-# Attempts that are claimed and not yet ended. Claim batches below the rescue horizon are fully
-# resolved (see ``maintenance.advance_horizon`` for the invariant), so only batches at or above
-# it are read. Of those, a batch whose attempts all ended (its closures plus its compact
-# completions' completed_count cover it) is dropped by two grouped index range scans over the
-# same claim_id range, merged with the batches by claim_id: one pass, not one probe per batch
-# into every partition (which cost ~0.3 ms per batch before a maintenance pass). Only batches
-# that still hold an open attempt are unnested and checked job by job.
+# Attempts that are claimed and not yet ended. Below the rescue horizon every attempt has ended
+# or has an ``attempt_state`` row (see ``maintenance.advance_horizon`` for the invariant), so
+# open attempts are read from the claim batches at or above the horizon, plus the state rows
+# below it: an attempt that runs for hours (heartbeats) or waits for a callback does not hold
+# the horizon, and the reads stay bounded by the work in flight. Of the batches at or above
+# the horizon, one whose attempts all ended (its closures plus its compact completions'
+# completed_count cover it) is dropped by two grouped index range scans over the same claim_id
+# range, merged with the batches by claim_id: one pass, not one probe per batch into every
+# partition (which cost ~0.3 ms per batch before a maintenance pass). Only batches that still
+# hold an open attempt are unnested and checked job by job.
 OPEN_ATTEMPTS = """
 unresolved AS MATERIALIZED (
     SELECT cb.claim_id, cb.claimed_at, cb.job_ids, cb.run_leases, cb.attempts
@@ -70,6 +73,16 @@ unresolved AS MATERIALIZED (
                         WHERE c.job_id = u.job_id AND c.run_lease = u.run_lease)
        AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
                         WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
+    UNION ALL
+    SELECT cb.claim_id, cb.claimed_at, s.job_id, s.run_lease,
+           cb.attempts[array_position(cb.job_ids, s.job_id)]
+      FROM attempt_state s
+      JOIN claim_batches cb ON cb.claim_id = s.claim_id
+     WHERE s.claim_id < (SELECT rescue_horizon FROM maintenance_state)
+       AND NOT EXISTS (SELECT 1 FROM attempt_closures c
+                        WHERE c.job_id = s.job_id AND c.run_lease = s.run_lease)
+       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
+                        WHERE b.claim_id = s.claim_id AND b.job_ids @> ARRAY[s.job_id])
 )"""
 
 # Ready entries not yet claimed: for each lane, its rows from the claim cursor up to the next

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncpg
 
-from storage import Client, Job, JobState
+from storage import CallbackToken, Client, Job, JobState, WaitForCallback
 from storage.claim import claim_batch
 from storage.db import connect_once
 from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.maintenance import MaintenanceSettings
+from storage.testing import work_one
 
 Args = dict[str, int]
 
@@ -118,4 +119,91 @@ async def test_a_runtime_that_runs_out_of_work_moves_the_horizon_without_mainten
     top = await conn.fetchval("SELECT max(claim_id) FROM claim_batches")
     assert await conn.fetchval("SELECT count(*) FROM claim_batches") > 1
     assert await _horizon(conn) == top + 1
+    assert (await client.counts()).by_state[JobState.RUNNING] == 0
+
+
+async def test_a_callback_waiting_in_an_old_batch_does_not_hold_the_horizon(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """A parked attempt has a state row, through which reads and rescue find it below the
+    horizon: it no longer makes every read scan the batches claimed since it parked."""
+    tokens: list[CallbackToken] = []
+
+    @client.task(kind="h_park")
+    async def park(job: Job[Args]) -> WaitForCallback:
+        tokens.append(await job.register_callback(timeout_seconds=3600))
+        return WaitForCallback(tokens[-1])
+
+    parked = await client.insert({"n": 0}, kind="h_park")
+    assert await work_one(client) is not None
+    client.task(kind="h_noop")(_noop)
+    for i in range(3):
+        await client.insert({"n": i}, kind="h_noop")
+    later = await _complete_all(client, ["default"], 3)
+
+    await client.run_maintenance()
+
+    assert await _horizon(conn) == max(later) + 1  # past the parked attempt's batch
+    assert [r.id for r in await client.list_jobs(state=JobState.WAITING_EXTERNAL)] == [parked.id]
+    assert (await client.counts()).by_state[JobState.WAITING_EXTERNAL] == 1
+    row = await client.complete_external(tokens[0].callback_id, output={"paid": True})
+    assert row.state is JobState.COMPLETED
+    assert (await client.counts()).by_state[JobState.WAITING_EXTERNAL] == 0
+    assert (await client.get_job(parked.id)) is not None
+
+
+async def test_a_callback_timing_out_below_the_horizon_is_rescued(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    tokens: list[CallbackToken] = []
+
+    @client.task(kind="h_park")
+    async def park(job: Job[Args]) -> WaitForCallback:
+        tokens.append(await job.register_callback(timeout_seconds=3600))
+        return WaitForCallback(tokens[-1])
+
+    parked = await client.insert({"n": 0}, kind="h_park", max_attempts=1)
+    assert await work_one(client) is not None
+    client.task(kind="h_noop")(_noop)
+    await client.insert({"n": 1}, kind="h_noop")
+    later = await _complete_all(client, ["default"], 1)
+    await client.run_maintenance()
+    assert await _horizon(conn) == later[0] + 1
+
+    await conn.execute("UPDATE attempt_state SET callback_timeout_at = now() - interval '1 s'")
+    report = await client.run_maintenance()
+
+    assert report.timed_out == 1
+    failed = await client.get_job(parked.id)
+    assert failed is not None
+    assert failed.state is JobState.FAILED
+    assert (await client.counts()).by_state[JobState.WAITING_EXTERNAL] == 0
+
+
+async def test_a_long_handler_with_a_heartbeat_does_not_hold_the_horizon_and_is_rescued(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """A running attempt whose heartbeat wrote its state row is found below the horizon;
+    when its heartbeat goes stale, the rescue still closes it."""
+    client.task(kind="h_noop")(_noop)
+    for i in range(3):
+        await client.insert({"n": i}, kind="h_noop")
+    async with client.pool.acquire() as c:
+        (long,) = await claim_batch(c, ["default"], 1, 1800.0)
+    await conn.execute(
+        "INSERT INTO attempt_state (job_id, run_lease, claim_id, heartbeat_at)"
+        " VALUES ($1, $2, $3, now())",
+        long.job_id,
+        long.run_lease,
+        long.claim_id,
+    )
+    later = await _complete_all(client, ["default"], 2)
+
+    await client.run_maintenance()
+
+    assert await _horizon(conn) == max(later) + 1
+    assert [r.id for r in await client.list_jobs(state=JobState.RUNNING)] == [long.job_id]
+    await conn.execute("UPDATE attempt_state SET heartbeat_at = now() - interval '10 minutes'")
+    report = await client.run_maintenance(MaintenanceSettings(heartbeat_stale_seconds=60))
+    assert report.rescued == 1
     assert (await client.counts()).by_state[JobState.RUNNING] == 0
