@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from storage import finalize, reads
+from storage import attempt_writes, reads
+from storage.attempt import AttemptRef
 from storage.db import Conn
 from storage.errors import InvalidJobState, JobNotFound
-from storage.finalize import AttemptRef
 from storage.models import JobRow, JobState
 from storage.payload import append_error, error_entry
 
@@ -196,10 +196,10 @@ async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> s
     if claim_id is None:
         return "INSERT 0 0"
     ref = AttemptRef(row.id, row.run_lease, claim_id)
-    await finalize.lock_attempt(conn, ref)
-    if await finalize.close_if_open(conn, ref, "cancelled_admin") is None:
+    await attempt_writes.lock_attempt(conn, ref)
+    if await attempt_writes.close_if_open(conn, ref, "cancelled_admin") is None:
         return "INSERT 0 0"
-    await finalize.write_done(
+    await attempt_writes.write_done(
         conn,
         ref,
         state=JobState.CANCELLED,

@@ -15,6 +15,7 @@ import asyncpg
 import orjson
 
 from storage import callbacks, reads
+from storage.attempt import AttemptRef, Ended, Outcome
 from storage.batcher import CompletionBatcher
 from storage.callbacks import ExternalCompletion
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
@@ -31,7 +32,6 @@ from storage.errors import (
     UnknownKind,
 )
 from storage.events import EventBus, JobEvent, Listener
-from storage.finalize import AttemptRef, Outcome
 from storage.health import STOPPED, Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings
@@ -46,7 +46,6 @@ from storage.results import CallbackToken
 from storage.runtime import Runtime
 from storage.schema_probe import OutputColumnsProbe
 from storage.supervise import describe, is_transient
-from storage.transitions import Ended
 from storage.typed_output import declared_output
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])

@@ -12,20 +12,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from storage import transitions
+from storage import attempt_writes
+from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Ended, Outcome
+from storage.attempt_rules import Failure
 from storage.claim import ClaimedJob
 from storage.codec import JsonDecodeMismatch, decode_value
+from storage.compact_writes import utf8_size
 from storage.db import Conn
 from storage.errors import StaleAttempt, TerminalError
 from storage.events import JobEvent
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, utf8_size
 from storage.job import Job
 from storage.models import JobRow, JobState
 from storage.output import OutputSlot
 from storage.payload import dispatch_errors, takes_general_path
 from storage.results import Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.supervise import retry_transient
-from storage.transitions import AttemptRecord, Ended, Failure
 
 if TYPE_CHECKING:
     from storage.client import Client, TaskSpec
@@ -142,7 +143,9 @@ async def _finish(
         ended = await _complete(client, claimed, record)
     elif isinstance(verdict, Snooze):
         seconds = verdict.seconds
-        ended = await _write(client, record, lambda conn: transitions.snooze(conn, record, seconds))
+        ended = await _write(
+            client, record, lambda conn: attempt_writes.snooze(conn, record, seconds)
+        )
         _drop(client, claimed, sealed, "outcome")
         sealed = None
     else:
@@ -189,7 +192,7 @@ async def _fail(client: Client, record: AttemptRecord, verdict: _Failed | WaitFo
         failed = verdict
         if isinstance(failed, WaitForCallback):
             # Parking again after an uncertain commit matches the same row: idempotent.
-            parked = await transitions.park(conn, record, failed.token.callback_id)
+            parked = await attempt_writes.park(conn, record, failed.token.callback_id)
             if parked is not None:
                 return parked
             failed = _Failed(
@@ -197,7 +200,7 @@ async def _fail(client: Client, record: AttemptRecord, verdict: _Failed | WaitFo
                 "wait_for_callback_contract_violation: WaitForCallback returned without a "
                 "registered callback",
             )
-        return await transitions.fail(
+        return await attempt_writes.fail(
             conn,
             record,
             failed.failure,
@@ -230,7 +233,7 @@ async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) 
         return await _write(
             client,
             record,
-            lambda conn: transitions.complete_general(conn, record, outputs_supported=supported),
+            lambda conn: attempt_writes.complete_general(conn, record, outputs_supported=supported),
         )
     outcome = await client.batcher.submit(
         CompactCompletion(

@@ -21,16 +21,16 @@ from datetime import timedelta
 
 import asyncpg
 
-from storage import enqueue, transitions
+from storage import attempt_writes, enqueue
+from storage.attempt import AttemptRecord, AttemptRef, Outcome
+from storage.attempt_rules import Failure
 from storage.db import Conn
-from storage.finalize import AttemptRef, Outcome
 from storage.models import JobState
 from storage.sql_shared import (
     OPEN_ATTEMPTS,
     TRY_LOCK_MAINTENANCE_LEADER,
     UNLOCK_MAINTENANCE_LEADER,
 )
-from storage.transitions import AttemptRecord, Failure
 
 log = logging.getLogger("storage")
 
@@ -298,7 +298,7 @@ async def rescue_expired(conn: Conn, settings: MaintenanceSettings) -> list[Resc
             max_attempts=r["max_attempts"],
             attempted_at=r["claimed_at"],
         )
-        ended = await transitions.fail(
+        ended = await attempt_writes.fail(
             conn,
             record,
             Failure.ERROR,
@@ -327,7 +327,7 @@ async def rescue_callback_timeouts(conn: Conn, settings: MaintenanceSettings) ->
             max_attempts=r["max_attempts"],
             attempted_at=r["claimed_at"],
         )
-        ended = await transitions.fail(
+        ended = await attempt_writes.fail(
             conn,
             record,
             Failure.ERROR,

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from storage import claim, executor
+from storage.attempt import AttemptRef
 from storage.claim import ClaimedJob
 from storage.db import Conn
 from storage.descriptors import SYNC_INTERVAL_SECONDS
 from storage.errors import RuntimeFailed
-from storage.finalize import AttemptRef
 from storage.health import Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage import claim, executor
+from storage.attempt import Ended
 from storage.client import Client
 from storage.job import Job
 from storage.models import JobRow
 from storage.output import OutputSlot
-from storage.transitions import Ended
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from storage import (
     TerminalError,
     WaitForCallback,
 )
+from storage.attempt import Outcome
 from storage.claim import claim_batch
-from storage.finalize import Outcome
 from storage.maintenance import MaintenanceSettings
 from storage.testing import work_one
 

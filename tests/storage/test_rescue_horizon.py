@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncpg
 
 from storage import Client, Job, JobState
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.claim import claim_batch
+from storage.compact_writes import complete_compact
 from storage.db import connect_once
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.maintenance import MaintenanceSettings
 
 Args = dict[str, int]
