@@ -19,6 +19,7 @@ from storage.attempt_rules import Failure
 from storage.db import Conn
 from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
 from storage.payload import with_progress
+from storage.sql_shared import NOTIFY_CALLBACK
 from storage.typed_output import DeclaredOutput, LocalModels, declared_output, external_output_text
 
 REGISTER = """
@@ -55,7 +56,6 @@ UPDATE attempt_state SET callback_resolved = true, callback_result = $2, state =
  WHERE callback_id = $1 AND NOT callback_resolved
 RETURNING job_id, run_lease
 """
-NOTIFY = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # A sequential wait marks the attempt waiting only while its callback is unanswered: an answer
 # that arrived first must leave it running, or neither heartbeat rescue (running attempts) nor
@@ -199,7 +199,9 @@ async def complete_external(
         )
         if ended.outcome is not Outcome.WRITTEN:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
-        await conn.execute(NOTIFY, callback_id)  # a handler waiting on it learns it is stale
+        await conn.execute(
+            NOTIFY_CALLBACK, callback_id
+        )  # a handler waiting on it learns it is stale
     return attempt.ref.job_id, stored, dropped
 
 
@@ -219,7 +221,7 @@ async def fail_external(
         )
         if ended.outcome is not Outcome.WRITTEN:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
-        await conn.execute(NOTIFY, callback_id)
+        await conn.execute(NOTIFY_CALLBACK, callback_id)
     return attempt.ref.job_id
 
 
@@ -246,7 +248,7 @@ async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None 
             attempt.record.attempted_at,
             payload,
         )
-        await conn.execute(NOTIFY, callback_id)
+        await conn.execute(NOTIFY_CALLBACK, callback_id)
     return attempt.ref.job_id
 
 
@@ -268,6 +270,6 @@ async def resolve(conn: Conn, callback_id: str, payload: Any) -> int:
             raise CallbackNotFound(
                 f"No job is waiting for callback {callback_id} (unknown or already resolved)."
             )
-        await conn.execute(NOTIFY, callback_id)
+        await conn.execute(NOTIFY_CALLBACK, callback_id)
     job_id: int = row["job_id"]
     return job_id

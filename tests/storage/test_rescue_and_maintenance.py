@@ -20,10 +20,11 @@ from storage.claim import ClaimedJob, claim_batch
 from storage.compact_writes import complete_compact
 from storage.db import connect_once
 from storage.maintenance import MaintenanceSettings, RotateOutcome, rotate
+from storage.sql_shared import MAINTENANCE_LEADER_LOCK_CLASS
 from storage.testing import work_one
 
 Args = dict[str, int]
-LEADER_KEY = 6386273
+LEADER_KEY = MAINTENANCE_LEADER_LOCK_CLASS  # held for one schema: object hashtext(schema)
 
 
 async def _noop(job: Job[Args]) -> None:
