@@ -8,11 +8,14 @@ to ``benchmarks/results/`` (ignored by git) as ``CASE.json`` and ``CASE.md``.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 import time
 import traceback
 from collections.abc import Sequence
+
+from benchmarks._harness import command_line
 
 CASES = (
     "lifecycle",
@@ -27,8 +30,11 @@ QUICK = [case for case in CASES if case != "peers"]
 
 
 def run(case: str, argv: Sequence[str]) -> int:
+    """Every case has ``parse_args(argv)`` and ``async amain(args) -> exit status``."""
     module = importlib.import_module(f"benchmarks.{case}")
-    status: int = module.main(list(argv))
+    args = module.parse_args(list(argv))
+    args.command = command_line(case, argv)  # recorded with the results, any DSN hidden
+    status: int = asyncio.run(module.amain(args))
     return status
 
 

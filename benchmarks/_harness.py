@@ -277,31 +277,39 @@ def _json_default(value: object) -> object:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def write_results(
-    out_dir: Path,
+def report(
+    args: Any,
     name: str,
     rows: Sequence[Mapping[str, object]],
     meta: Mapping[str, object],
     *,
+    started: float,
     title: str,
     tables: Sequence[Table] = (),
     notes: Sequence[str] = (),
     extra: Mapping[str, object] | None = None,
-) -> tuple[Path, Path]:
-    """Write ``<name>.json`` (meta, rows, extra) and ``<name>.md`` (tables, notes, meta)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+) -> int:
+    """Print ``tables``; write ``<name>.json`` (meta, rows, extra) and ``<name>.md`` (tables,
+    notes, meta) under ``args.out``, the meta headed by the command line and ended by the wall
+    time since ``started``. Returns the case's exit status, 0."""
+    for table in tables:
+        print_table(table)
+    elapsed = round(time.perf_counter() - started, 1)
+    meta = {"command": args.command, **meta, "wall_seconds": elapsed}
+    args.out.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     document = {"name": name, "generated_at": now, "meta": meta, "rows": rows, **(extra or {})}
     options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-    json_path = out_dir / f"{name}.json"
+    json_path = args.out / f"{name}.json"
     json_path.write_bytes(orjson.dumps(document, default=_json_default, option=options) + b"\n")
     meta_text = orjson.dumps(meta, default=_json_default, option=options).decode()
     md = [f"# {title}", "", f"Generated {now.isoformat()}.", ""]
     md += [t.to_markdown() for t in tables] + [n.strip() + "\n" for n in notes]
     md += ["## Machine and settings", "", "```json", meta_text, "```", ""]
-    md_path = out_dir / f"{name}.md"
+    md_path = args.out / f"{name}.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
-    return json_path, md_path
+    print(f"wrote {json_path} and {md_path}", file=sys.stderr, flush=True)
+    return 0
 
 
 def base_parser(name: str, description: str | None, *, quick_help: str) -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
 """The console's browser reads on 10,000 vs 1,000,000 terminal jobs.
 
-Run as ``python -m benchmarks.browser_pages [--quick] [--dsn DSN] [--out DIR]``.
+Run as ``python -m benchmarks browser_pages [--quick] [--dsn DSN] [--out DIR]``.
 
 The job browser shows a state tab with counts and keyset pages of 50 jobs, newest first.
 Its reads must cost about the same on a large history as on a small one. This measures,
@@ -31,10 +31,8 @@ where the runtime left it when it ran out of work (carried to the copies).
 
 from __future__ import annotations
 
-import asyncio
 import random
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -57,15 +55,13 @@ from benchmarks._harness import (
     Stat,
     Table,
     base_parser,
-    command_line,
     embedded_or_dsn,
     ident,
     latency_stats,
     machine_info,
-    print_table,
     relations_size,
+    report,
     schema_tables,
-    write_results,
 )
 from storage import Client, Job, JobState
 from storage.counting import COUNT_CAP
@@ -578,10 +574,7 @@ async def amain(args: Any) -> int:
             await conn.close()
     reads, data = reads_table(dbs, lat, plan)
     extra = extra_table(dbs, view, before)
-    for table in (reads, extra):
-        print_table(table)
     meta: dict[str, object] = {
-        "command": command_line(NAME, sys.argv[1:]),
         "server": "external (--dsn)" if args.dsn else "embedded pgserver",
         "machine": machine,
         "config": {
@@ -596,33 +589,20 @@ async def amain(args: Any) -> int:
             "database_bytes": {db.label: db.bytes for db in dbs},
             "build_seconds": round(build_seconds, 1),
             "seed": args.seed,
-            "wall_seconds": round(time.perf_counter() - started, 1),
         },
         "data": (
             "small: real runtime; large: the small history replicated by INSERT ... SELECT "
             "with shifted job ids, claim ids and lane sequences (see the module docstring)"
         ),
     }
-    json_path, md_path = write_results(
-        args.out,
+    return report(
+        args,
         NAME,
         data,
         meta,
+        started=started,
         title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
         tables=(reads, extra),
         notes=(__doc__.split("\n\n", 2)[2] if __doc__ else "", NOTES),
-        extra={
-            "terminal_jobs_view_ms": view,
-            "before_horizon_ms": before,
-        },
+        extra={"terminal_jobs_view_ms": view, "before_horizon_ms": before},
     )
-    log(f"wrote {json_path} and {md_path} ({time.perf_counter() - started:.0f} s total)")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

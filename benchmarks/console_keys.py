@@ -1,6 +1,6 @@
 """Key press to rendered result in the real console, on 10,000 vs 1,000,000 terminal jobs.
 
-Run as ``python -m benchmarks.console_keys [--quick] [--dsn DSN] [--out DIR]``.
+Run as ``python -m benchmarks console_keys [--quick] [--dsn DSN] [--out DIR]``.
 
 The databases are built exactly as ``benchmarks.browser_pages`` builds them (its
 ``build_small``/``build_large``/``settle``; ``--quick`` makes the large one 200,000 jobs).
@@ -24,12 +24,9 @@ alternate in ``PASSES`` passes of half the samples each. Measured:
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -40,7 +37,7 @@ from awa_tui.app import AwaApp, make_app
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
 from awa_tui.widgets.job_table import JobTable
 from benchmarks._engine import drop_queue_schema, log, prepare
-from benchmarks._harness import Connection, base_parser, command_line, embedded_or_dsn
+from benchmarks._harness import Connection, Table, base_parser, embedded_or_dsn, report
 from benchmarks.browser_pages import BASE_JOBS, build_large, build_small, settle
 from storage import JobPage, JobState
 
@@ -106,7 +103,7 @@ class KeyClock:
             finally:
                 self.reads.append((time.perf_counter() - started) * 1000)
 
-        client.browse = timed_browse  # type: ignore[method-assign]
+        client.browse = timed_browse
 
     async def press(self, key: str, done: Callable[[], bool]) -> tuple[float, float, float]:
         """Milliseconds from posting ``key`` to the frame showing ``done()``, of them in reads,
@@ -234,24 +231,20 @@ async def amain(args: Any) -> int:
             for schema in schemas:
                 await drop_queue_schema(conn, schema)
             await conn.close()
-    print(
-        "| jobs | action | n | median ms | p90 ms | max ms |\n| --- | --- | --- | --- | --- | --- |"
+    rows = [
+        {"jobs": label, "action": name, **s}
+        for label, a in results.items()
+        for name, s in a.items()
+    ]
+    columns = ("jobs", "action", "n", "median_ms", "p90_ms", "max_ms")
+    table = Table(
+        "Key press to rendered frame, ms",
+        tuple(c.replace("_ms", " ms") for c in columns),
+        tuple(tuple(str(row[c]) for c in columns) for row in rows),
     )
-    for label, actions in results.items():
-        for name, s in actions.items():
-            cells = (label, name, s["n"], s["median_ms"], s["p90_ms"], s["max_ms"])
-            print("| " + " | ".join(str(cell) for cell in cells) + " |")
-    args.out.mkdir(parents=True, exist_ok=True)
-    document = {
-        "command": command_line(NAME, sys.argv[1:]),
-        "size": list(SIZE),
-        "build_seconds": round(build, 1),
-        "results": results,
-    }
-    path = Path(args.out) / f"{NAME}.json"
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    log(f"wrote {path} ({time.perf_counter() - started:.0f} s total)")
-    return 0
+    meta = {"size": list(SIZE), "build_seconds": round(build, 1)}
+    title = "Console keys"
+    return report(args, NAME, rows, meta, started=started, title=title, tables=[table])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Any:
@@ -264,11 +257,3 @@ def parse_args(argv: Sequence[str] | None = None) -> Any:
     parser.add_argument("--large-jobs", type=int, help="jobs in the large database")
     parser.add_argument("--small-only", action="store_true", help="only the 10,000-job database")
     return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

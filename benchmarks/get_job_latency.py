@@ -8,10 +8,8 @@ checked. Ratios are per-round medians over the no-output baseline's.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -35,12 +33,10 @@ from benchmarks._harness import (
     Stat,
     Table,
     base_parser,
-    command_line,
     embedded_or_dsn,
     latency_stats,
     machine_info,
-    print_table,
-    write_results,
+    report,
 )
 from storage import Client, Job, JobState
 
@@ -151,28 +147,9 @@ async def amain(args: Any) -> int:
         ("population", "median", "p95", "p99", "round medians", "x baseline, paired"),
         tuple(rows),
     )
-    print_table(table)
-    meta = {
-        "command": command_line(NAME, sys.argv[1:]),
-        "machine": machine,
-        "rounds": rounds,
-        "jobs_per_population": jobs,
-        "wall_seconds": round(time.perf_counter() - started),
-    }
+    meta = {"machine": machine, "rounds": rounds, "jobs_per_population": jobs}
     data = [
         {"population": label, "ms_by_round": samples}
         for (label, _, _), samples in zip(POPULATIONS, lat, strict=True)
     ]
-    json_path, md_path = write_results(
-        args.out, NAME, data, meta, title="get_job latency", tables=(table,)
-    )
-    log(f"wrote {json_path} and {md_path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return report(args, NAME, data, meta, started=started, title="get_job latency", tables=[table])

@@ -37,11 +37,9 @@ from benchmarks._harness import (
     Stat,
     Table,
     base_parser,
-    command_line,
     embedded_or_dsn,
     machine_info,
-    print_table,
-    write_results,
+    report,
 )
 from storage import Client
 
@@ -68,7 +66,7 @@ def count(dsn: str, case: str, jobs: int, workers: int, seed: int) -> int:
     """Instructions a child process executes running one lifecycle under callgrind."""
     with tempfile.TemporaryDirectory() as scratch:
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
-        command += [sys.executable, "-m", f"benchmarks.{NAME}", "--dsn", dsn]
+        command += [sys.executable, "-m", "benchmarks", NAME, "--dsn", dsn]
         command += ["--child", case, str(jobs), str(workers), str(seed)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -105,6 +103,10 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 
 
 async def amain(args: Any) -> int:
+    if args.child:  # one measured run, in the process callgrind watches
+        case, jobs, workers, seed = args.child
+        await child(args.dsn, case, int(jobs), int(workers), int(seed))
+        return 0
     if shutil.which("valgrind") is None:
         log("valgrind is not installed (Debian: apt-get install valgrind); nothing measured")
         return 2
@@ -143,33 +145,9 @@ async def amain(args: Any) -> int:
         caption=f"Two runs per measurement ({counts[0]:,} and {counts[1]:,} jobs); "
         "'none ÷ case' is the throughput the client keeps where it is the bottleneck.",
     )
-    print_table(table)
-    meta = {
-        "command": command_line(NAME, sys.argv[1:]),
-        "machine": machine,
-        "repeats": repeats,
-        "job_counts": counts,
-        "workers": workers,
-        "wall_seconds": round(time.perf_counter() - started),
-    }
+    meta = {"machine": machine, "repeats": repeats, "job_counts": counts, "workers": workers}
     samples = [
         {"case": c, "workers": w, "repeat": r, "per_job": v} for (c, w, r), v in per_job.items()
     ]
-    json_path, md_path = write_results(
-        args.out, NAME, samples, meta, title="Client instructions per job", tables=(table,)
-    )
-    log(f"wrote {json_path} and {md_path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.child:
-        case, jobs, workers, seed = args.child
-        asyncio.run(child(args.dsn, case, int(jobs), int(workers), int(seed)))
-        return 0
-    return asyncio.run(amain(args))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    title = "Client instructions per job"
+    return report(args, NAME, samples, meta, started=started, title=title, tables=[table])

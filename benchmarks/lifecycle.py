@@ -11,8 +11,6 @@ server CPU per job. ``--concurrency`` and ``--claim-size`` measure tuned setting
 
 from __future__ import annotations
 
-import asyncio
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -44,13 +42,11 @@ from benchmarks._harness import (
     Table,
     base_parser,
     checkpoint,
-    command_line,
     embedded_or_dsn,
     machine_info,
-    print_table,
+    report,
     wal_bytes_since,
     wal_lsn,
-    write_results,
 )
 from storage import Client
 
@@ -317,32 +313,13 @@ async def amain(args: Any) -> int:
             "Server CPU: the PostgreSQL processes' CPU time from /proc.",
         ),
     )
-    for table in tables:
-        print_table(table)
     meta = {
-        "command": command_line(NAME, sys.argv[1:]),
         "machine": machine,
         "rounds": rounds,
         "jobs": jobs,
         "workers": workers,
         "claim_size": args.claim_size or "engine default",
-        "wall_seconds": round(time.perf_counter() - started),
     }
-    json_path, md_path = write_results(
-        args.out,
-        NAME,
-        [asdict(r) for r in runs],
-        meta,
-        title="Whole lifecycle with and without outputs",
-        tables=tables,
-    )
-    log(f"wrote {json_path} and {md_path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    title = "Whole lifecycle with and without outputs"
+    rows = [asdict(r) for r in runs]
+    return report(args, NAME, rows, meta, started=started, title=title, tables=tables)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -26,13 +25,11 @@ from benchmarks._harness import (
     Table,
     base_parser,
     checkpoint,
-    command_line,
     embedded_or_dsn,
     machine_info,
-    print_table,
+    report,
     wal_bytes_since,
     wal_lsn,
-    write_results,
 )
 
 NAME = "peers"
@@ -197,24 +194,6 @@ async def amain(args: Any) -> int:
         ),
         tuple(rows),
     )
-    print_table(table)
-    meta = {
-        "command": command_line(NAME, sys.argv[1:]),
-        "machine": machine,
-        "rounds": rounds,
-        "jobs": jobs,
-        "skipped": skipped,
-        "wall_seconds": round(time.perf_counter() - started),
-    }
+    meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "skipped": skipped}
     data = [{"system": system, "insert_s_run_s_wal": mine} for system, mine in runs.items()]
-    json_path, md_path = write_results(args.out, NAME, data, meta, title="Peers", tables=(table,))
-    log(f"wrote {json_path} and {md_path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return report(args, NAME, data, meta, started=started, title="Peers", tables=[table])

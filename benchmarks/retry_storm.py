@@ -9,10 +9,8 @@ heap, TOAST and index data after VACUUM, minus the empty schema.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import string
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,15 +32,13 @@ from benchmarks._harness import (
     Table,
     base_parser,
     checkpoint,
-    command_line,
     embedded_or_dsn,
     ident,
     machine_info,
-    print_table,
+    report,
     schema_tables,
     wal_bytes_since,
     wal_lsn,
-    write_results,
 )
 from storage import Client, Job, JobState
 
@@ -179,25 +175,6 @@ async def amain(args: Any) -> int:
         caption=f"Retained bytes per attempt at {hi} attempts ÷ at {lo}: {growth:.2f} "
         f"(linear keeps it near 1; copying every output would show {(hi + 1) / (lo + 1):.1f}).",
     )
-    print_table(table)
-    meta = {
-        "command": command_line(NAME, sys.argv[1:]),
-        "machine": machine,
-        "jobs": jobs,
-        "rounds": rounds,
-        "wall_seconds": round(time.perf_counter() - started),
-    }
+    meta = {"machine": machine, "jobs": jobs, "rounds": rounds}
     data = [{"attempts": a, "output": o, "wal_retained_rate": runs[a, o]} for a, o in cases]
-    json_path, md_path = write_results(
-        args.out, NAME, data, meta, title="Retry storm", tables=(table,)
-    )
-    log(f"wrote {json_path} and {md_path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return report(args, NAME, data, meta, started=started, title="Retry storm", tables=[table])

@@ -93,7 +93,7 @@ byte n_term = 0;              /* terminal rows written (terminal_jobs rows of th
 bool cancel_done = false;     /* an admin cancel committed */
 bool claimed_after_cancel = false;  /* a claim committed after the cancel */
 
-/* the lease guard of storage.finalize.lock_and_check_open */
+/* the lease guard of storage.attempt_writes.lock_attempt + close_if_open */
 #define OPEN(L) (cur == (L) && (jstate == RUNNING || jstate == WAITING) \
                  && !closed[L] && !in_batch[L])
 
@@ -206,7 +206,7 @@ end:
 
 /* ---------------- transactions ---------------- */
 
-/* storage.finalize.fail_attempt / rescue: append an error entry; an entry
+/* storage.attempt_writes.fail / rescue: append an error entry; an entry
  * with an output strips the output key from earlier entries.  The caller
  * declares a local byte `k`. */
 inline append_entry(L, out, gh)
@@ -238,8 +238,8 @@ inline retry_or_fail(L)
     fi
 }
 
-/* storage.finalize.complete_compact / complete_general under
- * lock_and_check_open.  `ok` reports whether the guard matched. */
+/* storage.compact_writes.complete_compact / attempt_writes.complete_general under
+ * the attempt's lock and guard.  `ok` reports whether the guard matched. */
 inline tx_complete(L, out, tagged, ok)
 {
 #ifdef NEG_NO_LEASE_GUARD

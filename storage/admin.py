@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from storage import finalize, reads
+from storage import attempt_writes, reads
+from storage.attempt import AttemptRef
 from storage.db import Conn
 from storage.errors import InvalidJobState, JobNotFound
-from storage.finalize import AttemptRef
 from storage.models import JobRow, JobState
 from storage.payload import append_error, error_entry
+from storage.sql_shared import NOTIFY_CALLBACK, NOTIFY_CANCEL
 
 # A cancelled deferred job gets a ready row outside every lane (lane_seq NULL) for its done row
 # to join, and a ready tombstone: the row was never runnable, so once the done row is deleted
@@ -68,9 +69,6 @@ SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_l
   FROM target
 """
 
-NOTIFY_CANCEL = "SELECT pg_notify('awa_cancel_' || current_schema(), $1)"
-# A handler waiting in wait_for_callback wakes, re-checks and finds its attempt ended.
-NOTIFY_CALLBACK = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # Retry a failed or cancelled job: same id, attempt 0, errors kept, a new run lease through
 # its lane.
@@ -196,10 +194,10 @@ async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> s
     if claim_id is None:
         return "INSERT 0 0"
     ref = AttemptRef(row.id, row.run_lease, claim_id)
-    await finalize.lock_attempt(conn, ref)
-    if await finalize.close_if_open(conn, ref, "cancelled_admin") is None:
+    await attempt_writes.lock_attempt(conn, ref)
+    if await attempt_writes.close_if_open(conn, ref, "cancelled_admin") is None:
         return "INSERT 0 0"
-    await finalize.write_done(
+    await attempt_writes.write_done(
         conn,
         ref,
         state=JobState.CANCELLED,

@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import asyncpg
 
-from storage import finalize
-from storage.finalize import CompactCompletion, Outcome
+from storage import compact_writes
+from storage.attempt import AttemptKey, CompactCompletion, Outcome
 from storage.supervise import retry_transient
 
 FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 
 
-Pending = tuple[CompactCompletion, "asyncio.Future[Outcome]"]
+@dataclass(frozen=True)
+class Pending:
+    """A submitted completion and the future its submitter awaits."""
+
+    item: CompactCompletion
+    future: asyncio.Future[Outcome]
 
 
 class CompletionBatcher:
@@ -47,7 +53,7 @@ class CompletionBatcher:
 
     def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+        self._pending.append(Pending(item, future))
         if len(self._pending) >= self._flush_size:
             self._start_flush()
         elif self._timer is None:
@@ -80,27 +86,28 @@ class CompletionBatcher:
             self._start_flush()
 
     async def _flush(self, batch: list[Pending]) -> None:
-        items = [item for item, _ in batch]
         async with self._gate:
             try:
-                outcomes = await self._flush_with_retries(items)
+                outcomes = await self._flush_with_retries([p.item for p in batch])
             except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                for pending in batch:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
                 return
-        for item, future in batch:
-            if not future.done():
-                future.set_result(outcomes[item.ref.key])
+        for pending in batch:
+            if not pending.future.done():
+                pending.future.set_result(outcomes[pending.item.ref.key])
 
     async def _flush_with_retries(
         self, items: list[CompactCompletion]
-    ) -> dict[tuple[int, int], Outcome]:
-        async def flush() -> dict[tuple[int, int], Outcome]:
+    ) -> dict[AttemptKey, Outcome]:
+        async def flush() -> dict[AttemptKey, Outcome]:
             supported = await self._outputs_supported()
             async with self._pool.acquire() as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.
-                return await finalize.complete_compact(conn, items, outputs_supported=supported)
+                return await compact_writes.complete_compact(
+                    conn, items, outputs_supported=supported
+                )
 
         # Transient: the connection or the server (including asyncpg's "another operation is
         # in progress" on a connection killed mid-statement).

@@ -1,7 +1,7 @@
 """Callbacks: registration by a running attempt, and the external calls that answer them.
 
 External calls are guarded by the callback id and, when given, the run lease. They go through
-the same guard as the runtime (``storage.transitions`` / ``finalize.close_if_open``), so an
+the same guard as the runtime (``storage.attempt_writes``), so an
 external completion is one more lease-guarded completion: it stores its own validated output,
 never the handler's. Each one notifies the callback's channel, so a handler still waiting in
 ``wait_for_callback`` learns at once that its attempt ended (its own completion is stale).
@@ -13,11 +13,13 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from storage import finalize, transitions
+from storage import attempt_writes
+from storage.attempt import AttemptRecord, AttemptRef, Outcome
+from storage.attempt_rules import Failure
 from storage.db import Conn
 from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
-from storage.finalize import AttemptRef, Outcome
 from storage.payload import with_progress
+from storage.sql_shared import NOTIFY_CALLBACK
 from storage.typed_output import DeclaredOutput, LocalModels, declared_output, external_output_text
 
 REGISTER = """
@@ -54,7 +56,6 @@ UPDATE attempt_state SET callback_resolved = true, callback_result = $2, state =
  WHERE callback_id = $1 AND NOT callback_resolved
 RETURNING job_id, run_lease
 """
-NOTIFY = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # A sequential wait marks the attempt waiting only while its callback is unanswered: an answer
 # that arrived first must leave it running, or neither heartbeat rescue (running attempts) nor
@@ -118,7 +119,7 @@ class CallbackAttempt:
     queue: str
     attempt: int
     max_attempts: int
-    record: transitions.AttemptRecord
+    record: AttemptRecord
     state: str
 
 
@@ -126,7 +127,7 @@ async def register(conn: Conn, ref: AttemptRef, timeout_seconds: float) -> str |
     """Materialize the attempt's state with a fresh callback id; None when the attempt is closed."""
     callback_id = str(uuid.uuid4())
     async with conn.transaction():
-        await finalize.lock_attempt(conn, ref)
+        await attempt_writes.lock_attempt(conn, ref)
         value: str | None = await conn.fetchval(
             REGISTER, ref.job_id, ref.run_lease, ref.claim_id, callback_id, timeout_seconds
         )
@@ -137,7 +138,7 @@ async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -
     """Inside a transaction: find and lock the callback's attempt, or raise."""
     row = await conn.fetchrow(LOOKUP, callback_id)
     if row is not None and not row["callback_resolved"]:
-        await finalize.lock_attempt(
+        await attempt_writes.lock_attempt(
             conn, AttemptRef(row["job_id"], row["run_lease"], row["claim_id"])
         )
         row = await conn.fetchrow(LOOKUP, callback_id)  # as of now that the attempt is locked
@@ -151,7 +152,7 @@ async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -
             f"{row['job_id']}, not {run_lease}: the attempt you saw has ended."
         )
     ref = AttemptRef(row["job_id"], row["run_lease"], row["claim_id"])
-    record = transitions.AttemptRecord(
+    record = AttemptRecord(
         ref=ref,
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
@@ -190,7 +191,7 @@ async def complete_external(
         text = external_output_text(opts.output, declared)
         dropped = text is not None and not outputs_supported
         stored = None if dropped else text
-        ended = await transitions.complete_general(
+        ended = await attempt_writes.complete_general(
             conn,
             replace(attempt.record, output_text=stored),
             outputs_supported=outputs_supported,
@@ -198,7 +199,9 @@ async def complete_external(
         )
         if ended.outcome is not Outcome.WRITTEN:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
-        await conn.execute(NOTIFY, callback_id)  # a handler waiting on it learns it is stale
+        await conn.execute(
+            NOTIFY_CALLBACK, callback_id
+        )  # a handler waiting on it learns it is stale
     return attempt.ref.job_id, stored, dropped
 
 
@@ -208,17 +211,17 @@ async def fail_external(
     """Fail the callback's job terminally with ``error`` in its history (DLQ when enabled)."""
     async with conn.transaction():
         attempt = await _locked_attempt(conn, callback_id, run_lease)
-        ended = await transitions.fail(
+        ended = await attempt_writes.fail(
             conn,
             attempt.record,
-            transitions.Failure.TERMINAL,
+            Failure.TERMINAL,
             error,
             outputs_supported=False,
             closure="failed_external",
         )
         if ended.outcome is not Outcome.WRITTEN:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
-        await conn.execute(NOTIFY, callback_id)
+        await conn.execute(NOTIFY_CALLBACK, callback_id)
     return attempt.ref.job_id
 
 
@@ -234,7 +237,7 @@ async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None 
             raise InvalidJobState(
                 attempt.ref.job_id, attempt.state, "retried externally", "waiting_external"
             )
-        opened = await finalize.close_if_open(conn, attempt.ref, "retried_external")
+        opened = await attempt_writes.close_if_open(conn, attempt.ref, "retried_external")
         if opened is None:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
         payload = with_progress(opened.payload, opened.stored_progress)
@@ -245,7 +248,7 @@ async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None 
             attempt.record.attempted_at,
             payload,
         )
-        await conn.execute(NOTIFY, callback_id)
+        await conn.execute(NOTIFY_CALLBACK, callback_id)
     return attempt.ref.job_id
 
 
@@ -267,6 +270,6 @@ async def resolve(conn: Conn, callback_id: str, payload: Any) -> int:
             raise CallbackNotFound(
                 f"No job is waiting for callback {callback_id} (unknown or already resolved)."
             )
-        await conn.execute(NOTIFY, callback_id)
+        await conn.execute(NOTIFY_CALLBACK, callback_id)
     job_id: int = row["job_id"]
     return job_id

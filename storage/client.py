@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -14,43 +13,33 @@ from typing import Any, Self, TypeVar
 import asyncpg
 import orjson
 
-from storage import callbacks, reads
+from storage import reads
 from storage.batcher import CompletionBatcher
-from storage.callbacks import ExternalCompletion
+from storage.callback_ops import CallbackOperations
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
-from storage.db import acquire, create_pool, translate_errors
+from storage.db import acquire, create_pool
 from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
     ArgsValidationError,
     AwaError,
-    DatabaseError,
-    ReadOnlyError,
     SchemaNotMigrated,
-    StaleAttempt,
-    StartFailed,
     UnknownKind,
 )
-from storage.events import EventBus, JobEvent, Listener
-from storage.finalize import AttemptRef, Outcome
-from storage.health import STOPPED, Health
+from storage.events import JobEvent, Listener
+from storage.health import Health
 from storage.job import Job
-from storage.maintenance import MaintenanceSettings
 from storage.metrics import OutputMetrics
 from storage.migrator import LATEST_VERSION
-from storage.models import JobKindDescriptor, JobRow, JobState
+from storage.models import JobRow, JobState
 from storage.names import channel, check_stored_name
 from storage.notices import NoticeListener
 from storage.operations import Operations
 from storage.payload import build_payload
-from storage.results import CallbackToken
-from storage.runtime import Runtime
-from storage.schema_probe import OutputColumnsProbe
-from storage.supervise import describe, is_transient
-from storage.transitions import Ended
+from storage.session import Delegated, Session
 from storage.typed_output import declared_output
+from storage.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
-log = logging.getLogger("storage")
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
@@ -85,32 +74,35 @@ class CompletedSpec:
     options: dict[str, Any]
 
 
-class Client(Operations):
-    """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``."""
+class Client:
+    """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``.
+
+    The client owns the pool and the task registry and composes its parts: ``operations``
+    (operator reads and actions), ``callback_ops`` (callbacks) and ``worker`` (the runtime),
+    whose methods it publishes under their own names. The runtime sees it as a ``WorkerHost``.
+    """
 
     def __init__(self, pool: asyncpg.Pool, schema: str, dsn: str | None, read_only: bool) -> None:
         self.pool = pool
         self.schema = schema
         self.dsn = dsn
         self.read_only = read_only
-        self.metrics = OutputMetrics()
-        self.events = EventBus()
+        self.session = Session(pool, dsn)
+        self.events = self.session.events
         self._tasks: dict[str, TaskSpec] = {}
-        self._descriptors: dict[str, JobKindDescriptor] = {}
         self._completed_specs: dict[str, list[CompletedSpec]] = {}
-        self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
-        self._runtime: Runtime | None = None
+        self.operations = Operations(self.session, lambda: self._tasks)
+        self.worker = Worker(self, self.session)
+        self.callback_ops = CallbackOperations(self.session, self.worker, self._local_output_model)
         self.notices = NoticeListener(
             pool,
             {
-                self._channel("callback"): self._on_callback_notice,
-                self._channel("cancel"): self._on_cancel_notice,
+                channel("callback", schema): self.callback_ops.on_notice,
+                channel("cancel", schema): self.worker.on_cancel_notice,
             },
-            self._on_listener_lost,
+            self.callback_ops.on_listener_lost,
         )
-        self._callback_waiters: dict[str, asyncio.Event] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -136,7 +128,7 @@ class Client(Operations):
             command_timeout=command_timeout,
         )
         client = cls(pool, schema, dsn, read_only)
-        client._loop = asyncio.get_running_loop()
+        client.callback_ops.loop = asyncio.get_running_loop()
         try:
             async with acquire(pool, dsn, "connect") as conn:
                 if not await conn.fetchval(SCHEMA_READY):
@@ -144,7 +136,7 @@ class Client(Operations):
                         f"Schema {schema!r} has no queue storage; run `awa-tui migrate` "
                         f"(migrations up to v{LATEST_VERSION:03d})."
                     )
-                await client._probe.present(conn)
+                await client.session.probe.present(conn)
         except BaseException:
             await pool.close()
             raise
@@ -280,7 +272,7 @@ class Client(Operations):
         jobs = [self.build_job(args, options) for args in args_list]
         if not jobs:
             return []
-        async with self._connection("insert_many") as conn:
+        async with self.session.connection("insert_many") as conn:
             for kind in {job.kind for job in jobs} - self._tasks.keys():
                 if not await conn.fetchval(KIND_KNOWN, kind):
                     raise UnknownKind(
@@ -288,8 +280,7 @@ class Client(Operations):
                         "nothing was inserted."
                     )
             inserted = await insert_jobs(conn, jobs, now=datetime.now(UTC))
-        if self._runtime is not None:
-            self._runtime.wake()
+        self.worker.wake()
         return [
             JobRow(
                 id=ins.job_id,
@@ -312,257 +303,24 @@ class Client(Operations):
     async def configure_queue(self, queue: str, *, dlq: bool) -> None:
         """Turn the dead-letter queue on or off for ``queue``."""
         check_stored_name(queue, "Queue")
-        async with self._connection("configure_queue") as conn:
+        async with self.session.connection("configure_queue") as conn:
             await conn.execute(SET_QUEUE, queue, dlq)
 
     # -- reads --------------------------------------------------------------------------------
     async def outputs_supported(self) -> bool:
         """Whether this schema has the output columns (binary-first probe, cached)."""
-        if self._probe.cached:
-            return True
-        async with self._connection("outputs_supported") as conn:
-            return await self._probe.present(conn)
+        return await self.session.outputs_supported()
 
     async def get_job(self, job_id: int) -> JobRow | None:
         """The job, carrying its kind's declared output type so ``output_as`` can check it."""
-        async with self._connection("get_job") as conn:
-            row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
+        async with self.session.connection("get_job") as conn:
+            row = await reads.get_job(conn, job_id, outputs=await self.session.probe.present(conn))
             if row is None:
                 return None
             declared = await declared_output(conn, row.kind, self._local_output_model)
         return row.model_copy(update={"declared_output_type": declared.type_name})
 
-    # -- callbacks ----------------------------------------------------------------------------
-    async def register_callback(self, job: Job[Any], timeout_seconds: float) -> CallbackToken:
-        ref = self._attempt_ref(job)
-        async with self._connection("register_callback") as conn:
-            callback_id = await callbacks.register(conn, ref, timeout_seconds)
-        if callback_id is None:
-            raise StaleAttempt(f"Job {job.id}'s attempt has already ended.")
-        if self._runtime is not None:
-            self._runtime.stated.add(ref.key)
-        return CallbackToken(callback_id, job.id, job.run_lease)
-
-    async def wait_for_callback(self, job: Job[Any], token: CallbackToken) -> Any:
-        event = self._callback_waiters.setdefault(token.callback_id, asyncio.Event())
-        # Shown as waiting first; then LISTEN before the first poll, so an answer that lands
-        # after that poll is heard (one that lands before it is read by the poll).
-        async with self._connection("wait_for_callback") as conn:
-            await conn.execute(callbacks.MARK_WAITING, token.callback_id)
-        await self.ensure_listener()
-        try:
-            while True:
-                async with self._connection("wait_for_callback") as conn:
-                    row = await conn.fetchrow(callbacks.POLL, token.callback_id)
-                    if row is None:
-                        raise StaleAttempt(f"Job {job.id} was resolved externally while waiting.")
-                    if row["callback_resolved"]:
-                        await conn.execute(callbacks.CONSUME, token.callback_id)
-                        return row["callback_result"]
-                event.clear()
-                try:
-                    await asyncio.wait_for(event.wait(), 1.0)
-                except TimeoutError:
-                    continue  # re-check: a notification can be lost with its connection
-        finally:
-            self._callback_waiters.pop(token.callback_id, None)
-
-    async def complete_external(
-        self,
-        callback_id: str,
-        payload: Any = None,
-        *,
-        output: Any = None,
-        run_lease: int | None = None,
-    ) -> JobRow:
-        """Complete a waiting job. The payload is not stored; ``output`` is, after validation."""
-        del payload  # accepted for compatibility with callers that send one; never stored
-        return await self.complete_external_with(
-            callback_id, ExternalCompletion(output=output, run_lease=run_lease)
-        )
-
-    async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
-        opts.precheck()  # fail before touching the database
-        async with self._connection("complete_external") as conn:
-            supported = await self._probe.present(conn)
-            job_id, stored, dropped = await callbacks.complete_external(
-                conn,
-                callback_id,
-                opts,
-                outputs_supported=supported,
-                local_models=self._local_output_model,
-            )
-            row = await reads.get_job(conn, job_id, outputs=supported)
-        if dropped:
-            self.metrics.dropped(
-                row.kind if row else "unknown", row.queue if row else "", "schema_missing"
-            )
-        assert row is not None
-        self.emit(
-            JobEvent("completed", row.id, row.kind, row.queue, row.output if stored else None)
-        )
-        return row
-
-    def complete_external_sync(
-        self,
-        callback_id: str,
-        payload: Any = None,
-        *,
-        output: Any = None,
-        run_lease: int | None = None,
-    ) -> JobRow:
-        """``complete_external`` for synchronous code running outside the client's event loop."""
-        loop = self._loop
-        if loop is None or not loop.is_running():
-            raise AwaError("complete_external_sync needs the client's event loop to be running.")
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            raise AwaError(
-                "complete_external_sync was called on the client's own event loop; "
-                "await complete_external instead."
-            )
-        future = asyncio.run_coroutine_threadsafe(
-            self.complete_external(callback_id, payload, output=output, run_lease=run_lease), loop
-        )
-        return future.result()
-
-    async def fail_external(
-        self, callback_id: str, error: str, *, run_lease: int | None = None
-    ) -> JobRow | None:
-        async with self._connection("fail_external") as conn:
-            job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
-            row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
-        if row is not None:  # committed: the job failed for good
-            self.emit(JobEvent("exhausted", row.id, row.kind, row.queue))
-        return row
-
-    async def retry_external(
-        self, callback_id: str, *, run_lease: int | None = None
-    ) -> JobRow | None:
-        async with self._connection("retry_external") as conn:
-            job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
-            row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
-        if row is not None:  # committed: the job runs again
-            self.emit(JobEvent("retried", row.id, row.kind, row.queue))
-        return row
-
-    async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> None:
-        async with self._connection("heartbeat_callback") as conn:
-            await callbacks.heartbeat(conn, callback_id, timeout_seconds)
-
-    async def resolve_callback(self, callback_id: str, payload: Any = None) -> None:
-        """Answer a handler waiting in ``wait_for_callback``; it resumes with ``payload``."""
-        async with self._connection("resolve_callback") as conn:
-            await callbacks.resolve(conn, callback_id, payload)
-
-    # -- runtime ------------------------------------------------------------------------------
-    async def start(
-        self,
-        queues: Sequence[str] | None = None,
-        *,
-        concurrency: int = 64,
-        claim_size: int = 256,
-        claim_threshold: int | None = None,
-        poll_interval: float = 0.05,
-        heartbeat_interval: float = 10.0,
-        deadline_seconds: float = 1800.0,
-        maintenance: MaintenanceSettings | None = None,
-        maintenance_interval: float | None = 1.0,
-        give_up_after: float | None = None,
-    ) -> None:
-        """Start running jobs from ``queues`` (default: the registered tasks' queues).
-
-        A start that fails raises and leaves the client as it was: ``start()`` may be called
-        again. ``give_up_after``: seconds a background loop may keep failing on connection
-        errors before the runtime fails (default: retry for as long as it takes).
-        """
-        if self._runtime is not None:
-            if (reason := self._runtime.failed) is not None:
-                raise AwaError(
-                    f"This client's runtime failed ({reason}); call shutdown() before starting "
-                    "it again."
-                )
-            raise AwaError("This client is already running.")
-        chosen = (
-            [check_stored_name(q, "Queue") for q in queues]
-            if queues is not None
-            else sorted({s.queue for s in self._tasks.values()})
-        )
-        runtime = Runtime(
-            self,
-            chosen or ["default"],
-            concurrency=concurrency,
-            claim_size=claim_size,
-            claim_threshold=claim_threshold,
-            poll_interval=poll_interval,
-            heartbeat_interval=heartbeat_interval,
-            deadline_seconds=deadline_seconds,
-            maintenance=maintenance or MaintenanceSettings(),
-            maintenance_interval=maintenance_interval,
-            give_up_after=give_up_after,
-        )
-        listening, step = self.notices.active, "record its task descriptors"
-        try:
-            await self.sync_descriptors()
-            step = "listen for cancellations"
-            await self.ensure_listener()
-        except BaseException as exc:
-            if not listening:
-                await self.notices.close()
-            error = _start_error(exc, step)
-            if error is exc:
-                raise
-            raise error from exc
-        self._runtime = runtime
-        runtime.start()
-
-    @property
-    def health(self) -> Health:
-        """The runtime's health: stopped, running, degraded (since, why) or failed (why)."""
-        return self._runtime.health if self._runtime is not None else STOPPED
-
-    async def shutdown(self, *, abandon: bool = False) -> None:
-        """Stop the runtime, letting running handlers finish (or abandoning them)."""
-        runtime, self._runtime = self._runtime, None
-        if runtime is not None:
-            await runtime.stop(abandon=abandon)
-        await self.batcher.drain()
-        await self.notices.close()
-
-    async def run_until_idle(self, queues: Sequence[str] | None = None, **options: Any) -> None:
-        """Run workers until no available or running job is left in the queues (tests, demos).
-
-        With maintenance on (the default), a job already due but not yet promoted, such as a
-        rescued attempt retried at once, counts as available. Raises ``RuntimeFailed`` when the
-        runtime fails instead of waiting for it forever.
-        """
-        started_here = self._runtime is None
-        if started_here:
-            await self.start(queues, **options)
-        runtime = self._runtime
-        assert runtime is not None
-        try:
-            while True:
-                runtime.raise_if_failed()
-                try:
-                    if await runtime.idle():
-                        break
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    log.warning("idle check failed (%s); waiting for the runtime", describe(exc))
-                await runtime.wait_quiet()
-        finally:
-            if started_here:
-                await self.shutdown()
-
-    # -- runtime hooks ------------------------------------------------------------------------
-    def has_attempt_state(self, ref: AttemptRef) -> bool:
-        return self._runtime is not None and self._runtime.has_state(ref)
-
+    # -- events -------------------------------------------------------------------------------
     def on_event(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
         """Call ``listener`` after each lifecycle transition commits (in process, best effort)."""
         self.events.subscribe(listener, kinds)
@@ -570,65 +328,61 @@ class Client(Operations):
     def emit(self, event: JobEvent) -> None:
         self.events.emit(event)
 
-    def emit_ended(self, claimed: Any, ended: Ended, output_text: str | None) -> None:
-        if ended.outcome is not Outcome.WRITTEN or ended.state is None:
-            return
-        if not self.events.wants(claimed.kind):
-            return  # no listener: do not decode the output for nobody
-        name = {
-            JobState.COMPLETED: "completed",
-            JobState.RETRYABLE: "retried",
-            JobState.FAILED: "exhausted",
-            JobState.CANCELLED: "cancelled",
-            JobState.WAITING_EXTERNAL: "waiting_for_callback",
-            JobState.SCHEDULED: "snoozed",
-        }.get(ended.state)
-        if name is not None:
-            output = orjson.loads(output_text) if output_text is not None else None
-            self.emit(JobEvent(name, claimed.job_id, claimed.kind, claimed.queue, output))
+    @property
+    def metrics(self) -> OutputMetrics:
+        """Output metrics; replace them to export to another meter provider."""
+        return self.session.metrics
 
-    def _attempt_ref(self, job: Job[Any]) -> AttemptRef:
-        claim_id = job._claim_id
-        if claim_id is None:
-            raise StaleAttempt(f"Job {job.id} is not running in this client.")
-        return AttemptRef(job.id, job.run_lease, claim_id)
+    @metrics.setter
+    def metrics(self, metrics: OutputMetrics) -> None:
+        self.session.metrics = metrics
 
-    def _channel(self, name: str) -> str:
-        return channel(name, self.schema)
+    @property
+    def count_cap(self) -> int:
+        """Tab counts (``counts``, ``browse``) stop at this many jobs per state."""
+        return self.operations.count_cap
 
-    async def ensure_listener(self) -> None:
-        """LISTEN for cancellations and callback answers; re-established after a lost connection."""
-        with translate_errors(self.dsn, "listen"):
-            await self.notices.ensure()
+    @count_cap.setter
+    def count_cap(self, cap: int) -> None:
+        self.operations.count_cap = cap
 
-    def _on_listener_lost(self) -> None:
-        for event in self._callback_waiters.values():
-            event.set()  # waiters re-check the database themselves
+    # -- the parts' methods, published here under their own names ------------------------------
+    # Operator surface (storage.operations).
+    list_jobs = Delegated("operations", Operations.list_jobs)
+    browse = Delegated("operations", Operations.browse)
+    counts = Delegated("operations", Operations.counts)
+    count_matching = Delegated("operations", Operations.count_matching)
+    bulk_action = Delegated("operations", Operations.bulk_action)
+    cancel_job = Delegated("operations", Operations.cancel_job)
+    retry_job = Delegated("operations", Operations.retry_job)
+    delete_job = Delegated("operations", Operations.delete_job)
+    retry_dlq = Delegated("operations", Operations.retry_dlq)
+    purge_dlq = Delegated("operations", Operations.purge_dlq)
+    database_read_only = Delegated("operations", Operations.database_read_only)
+    job_kind_descriptor = Delegated("operations", Operations.job_kind_descriptor)
+    declared_descriptors = Delegated("operations", Operations.declared_descriptors)
+    sync_descriptors = Delegated("operations", Operations.sync_descriptors)
+    get_descriptor = Delegated("operations", Operations.get_descriptor)
+    list_kinds = Delegated("operations", Operations.list_kinds)
+    run_maintenance = Delegated("operations", Operations.run_maintenance)
+    # Callbacks (storage.callback_ops).
+    register_callback = Delegated("callback_ops", CallbackOperations.register_callback)
+    wait_for_callback = Delegated("callback_ops", CallbackOperations.wait_for_callback)
+    complete_external = Delegated("callback_ops", CallbackOperations.complete_external)
+    complete_external_with = Delegated("callback_ops", CallbackOperations.complete_external_with)
+    complete_external_sync = Delegated("callback_ops", CallbackOperations.complete_external_sync)
+    fail_external = Delegated("callback_ops", CallbackOperations.fail_external)
+    retry_external = Delegated("callback_ops", CallbackOperations.retry_external)
+    heartbeat_callback = Delegated("callback_ops", CallbackOperations.heartbeat_callback)
+    resolve_callback = Delegated("callback_ops", CallbackOperations.resolve_callback)
+    # The runtime (storage.worker).
+    start = Delegated("worker", Worker.start)
+    shutdown = Delegated("worker", Worker.shutdown)
+    run_until_idle = Delegated("worker", Worker.run_until_idle)
+    ensure_listener = Delegated("worker", Worker.ensure_listener)
+    has_attempt_state = Delegated("worker", Worker.has_attempt_state)
 
-    def _on_callback_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-        event = self._callback_waiters.get(str(payload))
-        if event is not None:
-            event.set()
-
-    def _on_cancel_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-        job_id, _, run_lease = str(payload).partition(":")
-        if self._runtime is not None and run_lease:
-            self._runtime.cancel_attempt(int(job_id), int(run_lease))
-
-
-def _start_error(exc: BaseException, step: str) -> BaseException:
-    """Why a start failed, as an engine error; nothing was left running."""
-    if isinstance(exc, ReadOnlyError):
-        return ReadOnlyError(
-            "The database session is read-only (a read-only client or a replica), so this "
-            "client cannot run jobs; nothing was started."
-        )
-    if isinstance(exc, DatabaseError):  # the server refused the step: say which, and its cause
-        exc = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-    elif isinstance(exc, AwaError) or not isinstance(exc, Exception):
-        return exc
-    return StartFailed(
-        f"The runtime could not {step} ({describe(exc)}), so nothing was started; for the "
-        "descriptors, a kind name the database refuses (such as one with a NUL character) or "
-        "an output schema too large for the descriptor column causes this."
-    )
+    @property
+    def health(self) -> Health:
+        """The runtime's health: stopped, running, degraded (since, why) or failed (why)."""
+        return self.worker.health

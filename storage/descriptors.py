@@ -149,7 +149,8 @@ async def list_kinds(conn: Conn) -> list[KindSummary]:
     """Every kind that has a descriptor or live jobs, with counts of its live jobs."""
     with_output = await has_output_column(conn)
     rows = await conn.fetch(SELECT % {"output": "output" if with_output else "NULL::jsonb"})
-    described = {r["kind"]: (_descriptor(r), bool(r["stale"])) for r in rows}
+    described = {r["kind"]: _descriptor(r) for r in rows}
+    stale = {r["kind"]: bool(r["stale"]) for r in rows}
     counts: dict[str, dict[JobState, int]] = {}
     dlq: dict[str, int] = {}
     for r in await conn.fetch(KIND_COUNTS):
@@ -161,10 +162,10 @@ async def list_kinds(conn: Conn) -> list[KindSummary]:
     return [
         KindSummary(
             kind=kind,
-            descriptor=described[kind][0] if kind in described else None,
+            descriptor=described.get(kind),
             counts=counts.get(kind, {}),
             dlq=dlq.get(kind, 0),
-            stale=described[kind][1] if kind in described else False,
+            stale=stale.get(kind, False),
         )
         for kind in kinds
     ]

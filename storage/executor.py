@@ -1,7 +1,10 @@
-"""The executor: runs one claimed attempt and sends its end through the right transition.
+"""The executor: runs one claimed attempt and has its end written.
 
-The attempt's output slot is sealed when the handler returns; the sealed text is then owned by
-the finalizer (the batcher on the compact path) until its transition commits.
+The handler's verdict picks the write (``attempt_writes`` on the general path, the batcher on
+the compact one; ``attempt_rules`` decides the path and what a failure becomes). The
+attempt's output slot is sealed when the handler returns; the sealed text is then owned by the
+writer (the batcher on the compact path) until its write commits. It sees the client only as a
+``WorkerHost``.
 """
 
 from __future__ import annotations
@@ -10,25 +13,26 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from storage import transitions
+import orjson
+
+from storage import attempt_writes
+from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Ended, Outcome
+from storage.attempt_rules import Failure, completes_on_general_path
 from storage.claim import ClaimedJob
 from storage.codec import JsonDecodeMismatch, decode_value
+from storage.compact_writes import utf8_size
 from storage.db import Conn
 from storage.errors import StaleAttempt, TerminalError
 from storage.events import JobEvent
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, utf8_size
 from storage.job import Job
 from storage.models import JobRow, JobState
 from storage.output import OutputSlot
-from storage.payload import dispatch_errors, takes_general_path
+from storage.payload import dispatch_errors
 from storage.results import Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.supervise import retry_transient
-from storage.transitions import AttemptRecord, Ended, Failure
-
-if TYPE_CHECKING:
-    from storage.client import Client, TaskSpec
+from storage.worker_host import HandlerSpec, WorkerHost
 
 Handler = Callable[[Job[Any]], Awaitable[Any]]
 
@@ -45,7 +49,8 @@ class _Failed:
     retry_in: float | None = None
 
 
-def build_job(claimed: ClaimedJob, spec: TaskSpec | None, client: Client) -> Job[Any]:
+def handler_job(claimed: ClaimedJob, spec: HandlerSpec | None, host: WorkerHost) -> Job[Any]:
+    """The ``Job`` the handler receives for ``claimed`` (its args decoded to the task's type)."""
     payload = claimed.payload or {}
     args = claimed.args
     if spec is not None and spec.args_type is not None:
@@ -64,14 +69,19 @@ def build_job(claimed: ClaimedJob, spec: TaskSpec | None, client: Client) -> Job
         errors=dispatch_errors(payload),
         progress=payload.get("progress"),
         _slot=OutputSlot(expected_type=spec.output_type if spec else None),
-        _services=client,
+        _services=host,
         _claim_id=claimed.claim_id,
     )
 
 
-async def run_attempt(client: Client, claimed: ClaimedJob, job_holder: list[Job[Any]]) -> Ended:
-    """Run the handler for ``claimed`` and finalize its attempt. Never raises for handler errors."""
-    spec = client.task_spec(claimed.kind)
+async def run_attempt(
+    host: WorkerHost,
+    claimed: ClaimedJob,
+    started: Callable[[Job[Any]], None] | None = None,
+) -> Ended:
+    """Run the handler for ``claimed`` and finalize its attempt; ``started`` is told the job
+    just before its handler runs. Never raises for handler errors."""
+    spec = host.task_spec(claimed.kind)
     ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
     record = AttemptRecord(
         ref=ref,
@@ -81,23 +91,24 @@ async def run_attempt(client: Client, claimed: ClaimedJob, job_holder: list[Job[
     )
     if spec is None:
         missing = _Failed(Failure.TERMINAL, f"no handler is registered for kind {claimed.kind!r}")
-        return await _finish(client, claimed, record, missing)
+        return await _finish(host, claimed, record, missing)
     try:
-        job = build_job(claimed, spec, client)
+        job = handler_job(claimed, spec, host)
     except JsonDecodeMismatch as exc:
         mismatch = _Failed(Failure.TERMINAL, f"args do not match {spec.args_type_name}: {exc}")
-        return await _finish(client, claimed, record, mismatch)
-    job_holder.append(job)
-    client.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
+        return await _finish(host, claimed, record, mismatch)
+    if started is not None:
+        started(job)
+    host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict = await _call_handler(spec.handler, job)
     if isinstance(verdict, StaleAttempt):
-        _drop(client, claimed, job._slot.seal(), "abandoned")
+        _drop(host, claimed, job._slot.seal(), "abandoned")
         return Ended(Outcome.STALE)
     record.output_text = job._slot.seal()
     record.progress = job.progress if job._progress_dirty else None
     record.staged = job._staged
     record.poisoned = job._poisoned
-    return await _finish(client, claimed, record, verdict)
+    return await _finish(host, claimed, record, verdict)
 
 
 async def _call_handler(
@@ -132,64 +143,91 @@ def _describe(exc: BaseException) -> str:
 
 
 async def _finish(
-    client: Client,
+    host: WorkerHost,
     claimed: ClaimedJob,
     record: AttemptRecord,
     verdict: _Completed | _Failed | Snooze | WaitForCallback,
 ) -> Ended:
     sealed = record.output_text
     if isinstance(verdict, _Completed):
-        ended = await _complete(client, claimed, record)
+        ended = await _complete(host, claimed, record)
     elif isinstance(verdict, Snooze):
         seconds = verdict.seconds
-        ended = await _write(client, record, lambda conn: transitions.snooze(conn, record, seconds))
-        _drop(client, claimed, sealed, "outcome")
+        ended = await _write(
+            host, record, lambda conn: attempt_writes.snooze(conn, record, seconds)
+        )
+        _drop(host, claimed, sealed, "outcome")
         sealed = None
     else:
-        ended = await _fail(client, record, verdict)
+        ended = await _fail(host, record, verdict)
         if ended.state is JobState.WAITING_EXTERNAL:
-            _drop(client, claimed, sealed, "outcome")
+            _drop(host, claimed, sealed, "outcome")
             sealed = None
     if sealed is not None and record.output_text is not None:
         if ended.outcome is Outcome.WRITTEN and (
             ended.state is JobState.COMPLETED or ended.output_kept
         ):
             outcome = "completed" if ended.state is JobState.COMPLETED else "failed"
-            client.metrics.recorded(claimed.kind, claimed.queue, outcome, utf8_size(sealed))
+            host.metrics.recorded(claimed.kind, claimed.queue, outcome, utf8_size(sealed))
         elif ended.outcome is Outcome.STALE:
-            _drop(client, claimed, sealed, "abandoned")
+            _drop(host, claimed, sealed, "abandoned")
     completed_output = record.output_text if ended.state is JobState.COMPLETED else None
-    client.emit_ended(claimed, ended, completed_output)
+    _emit_ended(host, claimed, ended, completed_output)
     return ended
 
 
-def _drop(client: Client, claimed: ClaimedJob, output: str | None, reason: str) -> None:
+_EVENT_OF_STATE = {
+    JobState.COMPLETED: "completed",
+    JobState.RETRYABLE: "retried",
+    JobState.FAILED: "exhausted",
+    JobState.CANCELLED: "cancelled",
+    JobState.WAITING_EXTERNAL: "waiting_for_callback",
+    JobState.SCHEDULED: "snoozed",
+}
+
+
+def _emit_ended(
+    host: WorkerHost, claimed: ClaimedJob, ended: Ended, output_text: str | None
+) -> None:
+    """Tell listeners what the attempt's committed end was (its output only on completion)."""
+    if ended.outcome is not Outcome.WRITTEN or ended.state is None:
+        return
+    name = _EVENT_OF_STATE.get(ended.state)
+    if name is None or not host.events.wants(claimed.kind):
+        return  # no listener: do not decode the output for nobody
+    output = orjson.loads(output_text) if output_text is not None else None
+    host.events.emit(JobEvent(name, claimed.job_id, claimed.kind, claimed.queue, output))
+
+
+def _drop(host: WorkerHost, claimed: ClaimedJob, output: str | None, reason: str) -> None:
     if output is not None:
-        client.metrics.dropped(claimed.kind, claimed.queue, reason)
+        host.metrics.dropped(claimed.kind, claimed.queue, reason)
 
 
 async def _write(
-    client: Client, record: AttemptRecord, transition: Callable[[Conn], Awaitable[Ended]]
+    host: WorkerHost, record: AttemptRecord, transition: Callable[[Conn], Awaitable[Ended]]
 ) -> Ended:
     """Run one finalize transition on a pooled connection, retrying transient errors (a killed
     connection, a restarting server) as the completion flush does. A retry after an uncertain
     commit is safe: the ``(job_id, run_lease)`` guard turns it into "already written"."""
 
     async def attempt() -> Ended:
-        async with client.pool.acquire() as conn:
+        async with host.pool.acquire() as conn:
             return await transition(conn)
 
     return await retry_transient(
-        f"finalize of job {record.ref.job_id}", attempt, stop=client.pool.is_closing
+        f"finalize of job {record.ref.job_id}", attempt, stop=host.pool.is_closing
     )
 
 
-async def _fail(client: Client, record: AttemptRecord, verdict: _Failed | WaitForCallback) -> Ended:
+async def _fail(
+    host: WorkerHost, record: AttemptRecord, verdict: _Failed | WaitForCallback
+) -> Ended:
     async def transition(conn: Conn) -> Ended:
         failed = verdict
         if isinstance(failed, WaitForCallback):
             # Parking again after an uncertain commit matches the same row: idempotent.
-            parked = await transitions.park(conn, record, failed.token.callback_id)
+            parked = await attempt_writes.park(conn, record, failed.token.callback_id)
             if parked is not None:
                 return parked
             failed = _Failed(
@@ -197,48 +235,43 @@ async def _fail(client: Client, record: AttemptRecord, verdict: _Failed | WaitFo
                 "wait_for_callback_contract_violation: WaitForCallback returned without a "
                 "registered callback",
             )
-        return await transitions.fail(
+        return await attempt_writes.fail(
             conn,
             record,
             failed.failure,
             failed.message,
-            outputs_supported=await client.outputs_supported(),
+            outputs_supported=await host.outputs_supported(),
             retry_in=failed.retry_in,
         )
 
-    return await _write(client, record, transition)
+    return await _write(host, record, transition)
 
 
-async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) -> Ended:
+async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord) -> Ended:
     supported = await retry_transient(
-        "output column probe", client.outputs_supported, stop=client.pool.is_closing
+        "output column probe", host.outputs_supported, stop=host.pool.is_closing
     )
     if record.output_text is not None and not supported:
-        _drop(client, claimed, record.output_text, "schema_missing")
+        _drop(host, claimed, record.output_text, "schema_missing")
         record.output_text = None
-    if client.has_completed_specs(claimed.kind) and record.poisoned is None:
+    if host.has_completed_specs(claimed.kind) and record.poisoned is None:
         try:
-            record.staged = [*record.staged, *client.completed_follow_ups(_completed_row(claimed))]
+            record.staged = [*record.staged, *host.completed_follow_ups(_completed_row(claimed))]
         except Exception as exc:
             record.poisoned = f"completed spec failed: {_describe(exc)}"
-    general = (
-        bool(record.staged)
-        or record.poisoned is not None
-        or takes_general_path(claimed.payload, None)
-    )
-    if general:
+    if completes_on_general_path(record, claimed.payload):
         return await _write(
-            client,
+            host,
             record,
-            lambda conn: transitions.complete_general(conn, record, outputs_supported=supported),
+            lambda conn: attempt_writes.complete_general(conn, record, outputs_supported=supported),
         )
-    outcome = await client.batcher.submit(
+    outcome = await host.batcher.submit(
         CompactCompletion(
             ref=record.ref,
             lane_seq=claimed.lane_seq,
             attempt=claimed.attempt,
             output_text=record.output_text,
-            has_state=client.has_attempt_state(record.ref),
+            has_state=host.has_attempt_state(record.ref),
         )
     )
     return Ended(outcome, JobState.COMPLETED if outcome is not Outcome.STALE else None)

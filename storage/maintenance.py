@@ -21,16 +21,17 @@ from datetime import timedelta
 
 import asyncpg
 
-from storage import enqueue, transitions
+from storage import attempt_writes, enqueue
+from storage.attempt import AttemptRecord, AttemptRef, Outcome
+from storage.attempt_rules import Failure
 from storage.db import Conn
-from storage.finalize import AttemptRef, Outcome
 from storage.models import JobState
 from storage.sql_shared import (
+    NOTIFY_CALLBACK,
     OPEN_ATTEMPTS,
     TRY_LOCK_MAINTENANCE_LEADER,
     UNLOCK_MAINTENANCE_LEADER,
 )
-from storage.transitions import AttemptRecord, Failure
 
 log = logging.getLogger("storage")
 
@@ -61,8 +62,6 @@ SELECT s.job_id, s.run_lease, s.claim_id, s.callback_id, r.attempt + 1 AS attemp
  WHERE s.state = 'waiting_external' AND s.callback_timeout_at < now()
  LIMIT $1
 """
-# A handler still waiting in wait_for_callback learns at once that its attempt timed out.
-NOTIFY_CALLBACK = "SELECT pg_notify('awa_callback_' || current_schema(), $1)"
 
 # The rescue horizon H (maintenance_state.rescue_horizon) bounds every open-attempt read.
 # INVARIANT: every claim batch with claim_id < H has committed, and every attempt in it has
@@ -305,7 +304,7 @@ async def rescue_expired(conn: Conn, settings: MaintenanceSettings) -> list[Resc
             max_attempts=r["max_attempts"],
             attempted_at=r["claimed_at"],
         )
-        ended = await transitions.fail(
+        ended = await attempt_writes.fail(
             conn,
             record,
             Failure.ERROR,
@@ -334,7 +333,7 @@ async def rescue_callback_timeouts(conn: Conn, settings: MaintenanceSettings) ->
             max_attempts=r["max_attempts"],
             attempted_at=r["claimed_at"],
         )
-        ended = await transitions.fail(
+        ended = await attempt_writes.fail(
             conn,
             record,
             Failure.ERROR,

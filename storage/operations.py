@@ -1,21 +1,16 @@
-"""The Client's operator surface: list reads, admin actions, descriptors and maintenance.
+"""The client's operator part: list reads, admin actions, descriptors and maintenance.
 
-Kept apart from ``client.py`` (which owns tasks, inserts, callbacks and the runtime) so each
-module stays small; ``Client`` inherits these methods.
+``Client`` composes it and publishes its methods under the same names (``storage.session``).
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
-from storage import admin, counting, descriptors, listing, maintenance
-from storage.db import acquire
+from storage import admin, counting, descriptors, listing, maintenance, reads
 from storage.errors import AwaError, InvalidJobState, JobNotFound
-from storage.events import EventBus, JobEvent
+from storage.events import JobEvent
 from storage.listing import ListFilter
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import (
@@ -28,31 +23,29 @@ from storage.models import (
 )
 from storage.names import check_stored_name
 from storage.output import output_descriptor
-
-if TYPE_CHECKING:
-    from storage.schema_probe import OutputColumnsProbe
+from storage.session import Session
+from storage.worker_host import HandlerSpec
 
 BULK_PAGE = 500
-BULK_ACTIONS = ("retry", "cancel", "delete", "retry_dlq", "purge_dlq")
 
 
 class Operations:
-    """Mixed into ``Client``; relies on its pool, dsn, probe and registered tasks."""
+    """What an operator does with one client's schema; ``tasks`` gives the registered tasks
+    (their declared outputs are published with the descriptors)."""
 
-    pool: asyncpg.Pool
-    dsn: str | None
-    _probe: OutputColumnsProbe
-    _descriptors: dict[str, JobKindDescriptor]
-    events: EventBus
-    count_cap: int = counting.COUNT_CAP
-    """Tab counts (``counts``, ``browse``) stop at this many jobs per state."""
-
-    def _connection(
-        self, operation: str
-    ) -> AbstractAsyncContextManager[PoolConnectionProxy[asyncpg.Record]]:
-        """A pooled connection for the public call ``operation``; every failure, including
-        the pool's (re)connect, surfaces as an ``AwaError`` naming it."""
-        return acquire(self.pool, self.dsn, operation)
+    def __init__(self, session: Session, tasks: Callable[[], Mapping[str, HandlerSpec]]) -> None:
+        self._session = session
+        self._tasks = tasks
+        self._descriptors: dict[str, JobKindDescriptor] = {}
+        self.count_cap = counting.COUNT_CAP
+        """Tab counts (``counts``, ``browse``) stop at this many jobs per state."""
+        self._actions: dict[str, Callable[[int], Awaitable[object]]] = {
+            "retry": self.retry_job,
+            "cancel": self.cancel_job,
+            "delete": self.delete_job,
+            "retry_dlq": self.retry_dlq,
+            "purge_dlq": self.purge_dlq,
+        }
 
     # -- lists --------------------------------------------------------------------------------
     async def list_jobs(
@@ -70,8 +63,8 @@ class Operations:
         ``has_output`` says if one exists. An unknown state or unusable filter text raises
         ``InvalidFilter``."""
         where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
-        async with self._connection("list_jobs") as conn:
-            outputs = await self._probe.present(conn)
+        async with self._session.connection("list_jobs") as conn:
+            outputs = await self._session.probe.present(conn)
             async with listing.snapshot(conn):
                 return await listing.list_jobs(
                     conn, where, before_id=before_id, limit=limit, outputs=outputs
@@ -90,8 +83,8 @@ class Operations:
     ) -> JobPage:
         """``list_jobs`` and ``counts`` together, from one snapshot (what a screen shows)."""
         where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
-        async with self._connection("browse") as conn:
-            outputs = await self._probe.present(conn)
+        async with self._session.connection("browse") as conn:
+            outputs = await self._session.probe.present(conn)
             return await listing.browse(
                 conn,
                 where,
@@ -106,12 +99,12 @@ class Operations:
         ``StateCounts.capped`` and ``storage.counting``). By default the console's caps:
         ``count_cap`` for the live states, 1,000 for completed, failed and cancelled; an
         explicit ``cap`` applies to every state."""
-        async with self._connection("counts") as conn, listing.snapshot(conn):
+        async with self._session.connection("counts") as conn, listing.snapshot(conn):
             if cap is None:
                 return await counting.counts(conn, cap=self.count_cap)
             return await counting.counts(conn, cap=cap, terminal_cap=cap, batches=cap)
 
-    async def count_matching(self, **where: Any) -> int:
+    async def count_matching(self, /, **where: Any) -> int:
         """How many jobs a bulk action on this filter would touch (shown before acting).
 
         Always exact, unlike the tab counts: it lists every matching id, as the action would,
@@ -119,12 +112,13 @@ class Operations:
         return len(await self._matching_ids(ListFilter.of(**where)))
 
     async def _matching_ids(self, where: ListFilter) -> list[int]:
-        async with self._connection("bulk_action") as conn:
-            outputs = await self._probe.present(conn)
+        async with self._session.connection("bulk_action") as conn:
+            outputs = await self._session.probe.present(conn)
             return await listing.matching_ids(conn, where, outputs=outputs, chunk=BULK_PAGE)
 
     async def bulk_action(
         self,
+        /,
         action: str,
         *,
         ids: list[int] | None = None,
@@ -137,14 +131,14 @@ class Operations:
         turn comes (it moved on, or was deleted meanwhile) is skipped, not an error, so the
         result can be lower than the count shown before acting.
         """
-        if action not in BULK_ACTIONS:
-            raise AwaError(f"Unknown bulk action {action!r}; use one of {', '.join(BULK_ACTIONS)}.")
+        apply = self._actions.get(action)
+        if apply is None:
+            raise AwaError(
+                f"Unknown bulk action {action!r}; use one of {', '.join(self._actions)}."
+            )
         targets = ids if ids is not None else await self._matching_ids(ListFilter.of(**where))
         if dry_run:
             return len(targets)
-        apply = getattr(
-            self, f"{action}_job" if action in ("retry", "cancel", "delete") else action
-        )
         done = 0
         for job_id in targets:
             try:
@@ -158,7 +152,7 @@ class Operations:
     async def cancel_job(self, job_id: int) -> JobRow | None:
         row = await self._admin(admin.cancel, job_id)
         if row is not None:  # after commit; a cancel that was refused raised before this
-            self.events.emit(JobEvent("cancelled", row.id, row.kind, row.queue))
+            self._session.events.emit(JobEvent("cancelled", row.id, row.kind, row.queue))
         return row
 
     async def retry_job(self, job_id: int) -> JobRow | None:
@@ -173,17 +167,17 @@ class Operations:
     async def purge_dlq(self, job_id: int) -> None:
         await self._admin(admin.purge_dlq, job_id)
 
-    async def _admin(self, action: Any, job_id: int) -> JobRow | None:
-        from storage import reads
-
+    async def _admin(self, action: Callable[..., Awaitable[object]], job_id: int) -> JobRow | None:
         name = action.__name__
-        async with self._connection(name if name.endswith("dlq") else f"{name}_job") as conn:
-            outputs = await self._probe.present(conn)
+        async with self._session.connection(
+            name if name.endswith("dlq") else f"{name}_job"
+        ) as conn:
+            outputs = await self._session.probe.present(conn)
             await action(conn, job_id, outputs=outputs)
             return await reads.get_job(conn, job_id, outputs=outputs)
 
     async def database_read_only(self) -> bool:
-        async with self._connection("database_read_only") as conn:
+        async with self._session.connection("database_read_only") as conn:
             return await admin.database_read_only(conn)
 
     # -- descriptors --------------------------------------------------------------------------
@@ -228,32 +222,36 @@ class Operations:
         return list(found.values())
 
     async def sync_descriptors(self) -> None:
-        tasks: dict[str, Any] = getattr(self, "tasks", {})
-        async with self._connection("sync_descriptors") as conn:
-            await descriptors.sync(conn, self.declared_descriptors(tasks))
+        """Publish the declared descriptors (the runtime also does, at start and periodically)."""
+        async with self._session.connection("sync_descriptors") as conn:
+            await descriptors.sync(conn, self.declared_descriptors(dict(self._tasks())))
 
     async def get_descriptor(self, kind: str) -> JobKindDescriptor | None:
         check_stored_name(kind, "Kind")
-        async with self._connection("get_descriptor") as conn:
+        async with self._session.connection("get_descriptor") as conn:
             return (await descriptors.fetch(conn, kind)).get(kind)
 
     async def list_kinds(self) -> list[KindSummary]:
-        async with self._connection("list_kinds") as conn:
+        async with self._session.connection("list_kinds") as conn:
             return await descriptors.list_kinds(conn)
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
         """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
-        async with self._connection("run_maintenance") as conn:
+        async with self._session.connection("run_maintenance") as conn:
             report = await maintenance.run_pass(
                 conn,
                 settings or MaintenanceSettings(),
-                outputs_supported=await self._probe.present(conn),
+                outputs_supported=await self._session.probe.present(conn),
             )
         # Each rescue committed in its own transaction: tell listeners now, in order. A rescue
         # that failed the job for good is also an exhaustion.
         for rescued in report.rescues:
-            self.events.emit(JobEvent("rescued", rescued.job_id, rescued.kind, rescued.queue))
+            self._session.events.emit(
+                JobEvent("rescued", rescued.job_id, rescued.kind, rescued.queue)
+            )
             if rescued.state is JobState.FAILED:
-                self.events.emit(JobEvent("exhausted", rescued.job_id, rescued.kind, rescued.queue))
+                self._session.events.emit(
+                    JobEvent("exhausted", rescued.job_id, rescued.kind, rescued.queue)
+                )
         return report

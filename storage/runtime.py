@@ -13,22 +13,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from storage import claim, executor
+from storage.attempt import AttemptKey, Ended
 from storage.claim import ClaimedJob
 from storage.db import Conn
 from storage.descriptors import SYNC_INTERVAL_SECONDS
 from storage.errors import RuntimeFailed
-from storage.finalize import AttemptRef
 from storage.health import Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings, advance_horizon
 from storage.sql_shared import OPEN_ATTEMPTS
 from storage.supervise import Supervisor
-
-if TYPE_CHECKING:
-    from storage.client import Client
+from storage.worker_host import WorkerHost
 
 log = logging.getLogger("storage")
 
@@ -68,12 +67,25 @@ SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim
 """
 
 
+@dataclass
+class InFlight:
+    """An attempt this runtime claimed and is running (or finalizing)."""
+
+    claimed: ClaimedJob
+    task: asyncio.Task[Ended]
+    job: Job[Any] | None = None  # set once the handler starts; None if it never does
+
+    @property
+    def running(self) -> bool:
+        return not self.task.done()
+
+
 class Runtime:
     """One dispatcher per started client."""
 
     def __init__(
         self,
-        client: Client,
+        host: WorkerHost,
         queues: Sequence[str],
         *,
         concurrency: int,
@@ -86,7 +98,7 @@ class Runtime:
         maintenance_interval: float | None,
         give_up_after: float | None = None,
     ) -> None:
-        self.client = client
+        self.host = host
         self.queues = list(queues)
         self.concurrency = concurrency
         self.claim_size = claim_size
@@ -98,10 +110,8 @@ class Runtime:
         self.deadline_seconds = deadline_seconds
         self.maintenance = maintenance
         self.maintenance_interval = maintenance_interval
-        self.inflight: dict[
-            tuple[int, int], tuple[ClaimedJob, list[Job[Any]], asyncio.Task[Any]]
-        ] = {}
-        self.stated: set[tuple[int, int]] = set()
+        self.inflight: dict[AttemptKey, InFlight] = {}
+        self.stated: set[AttemptKey] = set()  # attempts with an attempt_state row
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._quiet = asyncio.Event()
@@ -157,17 +167,17 @@ class Runtime:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        running = [entry[2] for entry in self.inflight.values()]
+        running = [attempt.task for attempt in self.inflight.values()]
         if abandon:
-            for task in running:
-                task.cancel()
+            for attempt_task in running:
+                attempt_task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
-        await self.client.batcher.drain()
+        await self.host.batcher.drain()
 
-    def cancel_attempt(self, job_id: int, run_lease: int) -> None:
-        entry = self.inflight.get((job_id, run_lease))
-        if entry and entry[1]:
-            entry[1][0]._cancelled.set()
+    def cancel_attempt(self, key: AttemptKey) -> None:
+        attempt = self.inflight.get(key)
+        if attempt is not None and attempt.job is not None:
+            attempt.job._cancelled.set()
 
     async def wait_quiet(self) -> None:
         """Wait until a claim (at the dispatcher's pace) came back empty with nothing running.
@@ -176,15 +186,15 @@ class Runtime:
         self.raise_if_failed()
         await self._quiet.wait()
         self.raise_if_failed()
-        await self.client.batcher.drain()
+        await self.host.batcher.drain()
 
     async def idle(self) -> bool:
         """No handler running here, nothing to flush, nothing claimable or running in our
         queues, and, when this runtime runs maintenance, nothing due waiting for promotion."""
-        if self.inflight or not self.client.batcher.idle:
+        if self.inflight or not self.host.batcher.idle:
             return False
         promoting = self.maintenance_interval is not None
-        async with self.client.pool.acquire() as conn:
+        async with self.host.pool.acquire() as conn:
             return not await conn.fetchval(WORK_LEFT, self.queues, promoting)
 
     async def _dispatch_step(self) -> None:
@@ -194,7 +204,7 @@ class Runtime:
             self._slot_free.clear()
             await self._slot_free.wait()
             return
-        async with self.client.pool.acquire() as conn:
+        async with self.host.pool.acquire() as conn:
             jobs = await claim.claim_batch(
                 conn, self.queues, min(free, self.claim_size), self.deadline_seconds
             )
@@ -217,18 +227,21 @@ class Runtime:
         the batches that ended, as a maintenance pass would. Reads of open attempts scan only
         the claim batches above the horizon, so straight after a load they stay bounded even
         where no runtime runs maintenance (``maintenance_interval=None``)."""
-        await self.client.batcher.drain()
-        async with self.client.pool.acquire() as conn:
+        await self.host.batcher.drain()
+        async with self.host.pool.acquire() as conn:
             await advance_horizon(conn)
         self._claimed_since_quiet = False
 
     def _spawn(self, claimed: ClaimedJob) -> None:
-        holder: list[Job[Any]] = []
-        key = (claimed.job_id, claimed.run_lease)
+        key = AttemptKey(claimed.job_id, claimed.run_lease)
+
+        def started(job: Job[Any]) -> None:
+            self.inflight[key].job = job
+
         task = asyncio.get_running_loop().create_task(
-            executor.run_attempt(self.client, claimed, holder)
+            executor.run_attempt(self.host, claimed, started)
         )
-        self.inflight[key] = (claimed, holder, task)
+        self.inflight[key] = InFlight(claimed, task)
 
         def done(finished: asyncio.Task[Any]) -> None:
             self.inflight.pop(key, None)
@@ -238,7 +251,7 @@ class Runtime:
             if not finished.cancelled() and finished.exception() is not None:
                 # The class only: a driver error's message can quote the data it choked on.
                 failure = type(finished.exception()).__name__
-                log.error("attempt of job %s failed to finalize (%s)", key[0], failure)
+                log.error("attempt of job %s failed to finalize (%s)", key.job_id, failure)
 
         task.add_done_callback(done)
 
@@ -251,56 +264,55 @@ class Runtime:
 
         After listening again, cancels sent while no LISTEN was live are looked up: listening
         first, then reading, leaves no gap a cancel could fall into."""
-        if not self.client.notices.active:
+        if not self.host.notices.active:
             self._recheck_cancels = True
-        await self.client.ensure_listener()
+        await self.host.ensure_listener()
         if self._recheck_cancels:
-            async with self.client.pool.acquire() as conn:
+            async with self.host.pool.acquire() as conn:
                 await self.cancel_cancelled(conn, list(self.inflight))
             self._recheck_cancels = False
-        await self.client.notices.wait_lost(self.heartbeat_interval)
+        await self.host.notices.wait_lost(self.heartbeat_interval)
 
     async def _sync_step(self) -> None:
         await asyncio.sleep(SYNC_INTERVAL_SECONDS)
-        await self.client.sync_descriptors()
+        await self.host.sync_descriptors()
 
     async def _maintain_step(self) -> None:
         """One maintenance pass (only the leader of each pass does the work), then a pause."""
         assert self.maintenance_interval is not None
-        report = await self.client.run_maintenance(self.maintenance)
+        report = await self.host.run_maintenance(self.maintenance)
         if report.promoted:
             self._wake.set()
         await asyncio.sleep(self.maintenance_interval)
 
     async def heartbeat_now(self) -> None:
         """Record liveness (and progress) for attempts running longer than one interval."""
-        beats = [
-            (claimed, holder[0] if holder else None)
-            for claimed, holder, task in self.inflight.values()
-            if not task.done()
-        ]
+        beats = [attempt for attempt in self.inflight.values() if attempt.running]
         if not beats:
             return
-        async with self.client.pool.acquire() as conn:
+        async with self.host.pool.acquire() as conn:
             await conn.execute(
                 HEARTBEAT,
-                [c.job_id for c, _ in beats],
-                [c.run_lease for c, _ in beats],
-                [c.claim_id for c, _ in beats],
-                [j.progress if j is not None and j._progress_dirty else None for _, j in beats],
+                [a.claimed.job_id for a in beats],
+                [a.claimed.run_lease for a in beats],
+                [a.claimed.claim_id for a in beats],
+                [a.job.progress if a.job and a.job._progress_dirty else None for a in beats],
             )
+            keys = [AttemptKey(a.claimed.job_id, a.claimed.run_lease) for a in beats]
             # The fallback for cancel notices lost some other way.
-            await self.cancel_cancelled(conn, [(c.job_id, c.run_lease) for c, _ in beats])
-        self.stated.update((c.job_id, c.run_lease) for c, _ in beats)
+            await self.cancel_cancelled(conn, keys)
+        self.stated.update(keys)
 
-    async def cancel_cancelled(self, conn: Conn, keys: list[tuple[int, int]]) -> None:
+    async def cancel_cancelled(self, conn: Conn, keys: list[AttemptKey]) -> None:
         """Tell the handlers of ``keys`` whose attempts an operator cancelled, exactly as the
         cancel notice does (``cancel_attempt``); a handler told twice is told once."""
         if not keys:
             return
-        rows = await conn.fetch(CANCELLED_AMONG, [k[0] for k in keys], [k[1] for k in keys])
+        rows = await conn.fetch(
+            CANCELLED_AMONG, [k.job_id for k in keys], [k.run_lease for k in keys]
+        )
         for row in rows:
-            self.cancel_attempt(row["job_id"], row["run_lease"])
+            self.cancel_attempt(AttemptKey(row["job_id"], row["run_lease"]))
 
-    def has_state(self, ref: AttemptRef) -> bool:
-        return ref.key in self.stated
+    def has_state(self, key: AttemptKey) -> bool:
+        return key in self.stated

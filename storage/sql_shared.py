@@ -1,11 +1,12 @@
-"""SQL that more than one storage module runs: the shared CTE fragments and every advisory
-lock, with its key.
+"""SQL that more than one storage module runs: the shared CTE fragments, the notifications
+and every advisory lock, with its key.
 
 Naming: a CTE fragment is named after the rows it yields and is spliced in as
-``WITH {NAME}``; a lock statement is ``LOCK_``, ``TRY_LOCK_`` or ``UNLOCK_`` followed by what it
-locks; the parts of a key are ``<WHAT>_LOCK_CLASS`` and ``<WHAT>_LOCK_OBJECT``. Only this module
-spells a key. The key constants are spliced into the statements (they are ours, not values
-passed in), so a call site cannot pair a statement with the wrong key.
+``WITH {NAME}``; a notification is ``NOTIFY_`` followed by its channel; a lock statement is
+``LOCK_``, ``TRY_LOCK_`` or ``UNLOCK_`` followed by what it locks; the parts of a key are
+``<WHAT>_LOCK_CLASS`` and ``<WHAT>_LOCK_OBJECT``. Only this module spells a key. The key
+constants are spliced into the statements (they are ours, not values passed in), so a call
+site cannot pair a statement with the wrong key.
 
 Advisory-lock keys. PostgreSQL keeps its two advisory key spaces apart (one ``bigint``, or two
 ``int4``; ``pg_locks`` tells them apart by ``objsubid``), and storage uses each for one thing:
@@ -28,6 +29,8 @@ Advisory-lock keys. PostgreSQL keeps its two advisory key spaces apart (one ``bi
 
 from __future__ import annotations
 
+from storage.names import CHANNEL_PREFIXES
+
 MIGRATIONS_LOCK_CLASS = 0x617761
 MIGRATIONS_LOCK_OBJECT = 1
 MAINTENANCE_LEADER_LOCK_CLASS = 0x617261
@@ -41,6 +44,13 @@ UNLOCK_MAINTENANCE_LEADER = (
 )
 LOCK_CLAIM_BATCHES = "SELECT pg_advisory_xact_lock(c) FROM unnest($1::bigint[]) AS c ORDER BY c"
 LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
+
+# Notifications on the schema's channels (``names.channel`` spells the same names for LISTEN).
+# The callback channel carries a callback id: a handler waiting in wait_for_callback wakes,
+# re-checks and may find its attempt ended. The cancel channel carries ``job_id:run_lease`` to
+# the runtime running that attempt.
+NOTIFY_CALLBACK = f"SELECT pg_notify('{CHANNEL_PREFIXES['callback']}' || current_schema(), $1)"
+NOTIFY_CANCEL = f"SELECT pg_notify('{CHANNEL_PREFIXES['cancel']}' || current_schema(), $1)"
 
 # Attempts that are claimed and not yet ended. Below the rescue horizon every attempt has ended
 # or has an ``attempt_state`` row (see ``maintenance.advance_horizon`` for the invariant), so

@@ -17,7 +17,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import asyncpg
 from asyncpg.exceptions._base import InternalClientError
@@ -70,6 +70,13 @@ class Backoff:
         return ceiling / 2 + random.uniform(0, ceiling / 2)  # jitter, not secrets
 
 
+class Trouble(NamedTuple):
+    """A loop failing since ``since`` (or the runtime failed then), and why."""
+
+    since: datetime
+    reason: str
+
+
 class Supervisor:
     """Runs named loops, keeps their health, and calls ``on_fatal`` once when one gives up."""
 
@@ -86,21 +93,21 @@ class Supervisor:
         self._max_repeats = max_repeats
         self._give_up_after = give_up_after
         self._started_at = datetime.now(UTC)
-        self._failing: dict[str, tuple[datetime, str]] = {}
-        self._failed: tuple[datetime, str] | None = None
+        self._failing: dict[str, Trouble] = {}  # by loop name, while it keeps failing
+        self._failed: Trouble | None = None
         self._stopping = False
 
     @property
     def failed(self) -> str | None:
-        return self._failed[1] if self._failed is not None else None
+        return self._failed.reason if self._failed is not None else None
 
     @property
     def health(self) -> Health:
         if self._failed is not None:
-            return Health(HealthState.FAILED, *self._failed)
+            return Health(HealthState.FAILED, self._failed.since, self._failed.reason)
         if self._failing:
-            since = min(at for at, _ in self._failing.values())
-            reasons = "; ".join(reason for _, reason in self._failing.values())
+            since = min(t.since for t in self._failing.values())
+            reasons = "; ".join(t.reason for t in self._failing.values())
             return Health(HealthState.DEGRADED, since, reasons)
         return Health(HealthState.RUNNING, self._started_at)
 
@@ -116,7 +123,7 @@ class Supervisor:
         """Mark the runtime failed (once) and tell the owner."""
         if self._failed is not None:
             return
-        self._failed = (datetime.now(UTC), reason)
+        self._failed = Trouble(datetime.now(UTC), reason)
         log.error("runtime failed: %s; it claims no more jobs", reason)
         self._on_fatal(reason)
 
@@ -149,8 +156,9 @@ class Supervisor:
                     return
                 delay = self._backoff.delay(failures)
                 log.warning("%s loop failed (%s); retrying in %.2fs", name, describe(exc), delay)
-                since = self._failing.get(name, (datetime.now(UTC), ""))[0]
-                self._failing[name] = (since, reason)
+                earlier = self._failing.get(name)
+                since = earlier.since if earlier is not None else datetime.now(UTC)
+                self._failing[name] = Trouble(since, reason)
                 await asyncio.sleep(delay)
             else:
                 if failures:

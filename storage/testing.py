@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage import claim, executor
+from storage.attempt import Ended
 from storage.client import Client
 from storage.job import Job
 from storage.models import JobRow
 from storage.output import OutputSlot
-from storage.transitions import Ended
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ async def work_one(
         claimed = await claim.claim_batch(conn, list(queues), 1, deadline_seconds)
     if not claimed:
         return None
-    ended = await executor.run_attempt(client, claimed[0], [])
+    ended = await executor.run_attempt(client, claimed[0])
     await client.batcher.drain()
     return WorkResult(ended, await client.get_job(claimed[0].job_id))
 

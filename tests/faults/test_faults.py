@@ -18,10 +18,11 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.batcher import CompletionBatcher
 from storage.claim import claim_batch
+from storage.compact_writes import complete_compact
 from storage.db import connect_once
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.maintenance import MaintenanceSettings
 from storage.migrator import install_schema, migrate
 

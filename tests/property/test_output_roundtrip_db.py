@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import Client, Job, OutputError
+from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion
+from storage.attempt_writes import complete_general
 from storage.claim import claim_batch
-from storage.finalize import AttemptRef, CompactCompletion, complete_compact
+from storage.compact_writes import complete_compact
 from storage.testing import HandlerJob
-from storage.transitions import AttemptRecord, complete_general
 
 scalars = (
     st.none()

@@ -24,8 +24,9 @@ from storage import (
     TerminalError,
     WaitForCallback,
 )
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.claim import ClaimedJob, claim_batch
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
+from storage.compact_writes import complete_compact
 from storage.testing import work_one
 from tests.storage.observe import until
 

@@ -24,7 +24,7 @@ from storage import (
     StaleAttempt,
     WaitForCallback,
 )
-from storage.finalize import Outcome
+from storage.attempt import Outcome
 from storage.testing import work_one
 from tests.storage.observe import until
 

@@ -17,9 +17,10 @@ import pytest
 
 from storage import Client, InvalidJobState, Job, JobState
 from storage.admin import cancel
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.claim import claim_batch
+from storage.compact_writes import complete_compact
 from storage.enqueue import NewJob, insert_jobs, promote_due
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 
 Args = dict[str, Any]
 

@@ -9,10 +9,11 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
+from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Outcome
+from storage.attempt_writes import complete_general
 from storage.claim import claim_batch
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
+from storage.compact_writes import complete_compact
 from storage.testing import work_one
-from storage.transitions import AttemptRecord, complete_general
 
 
 class Noop(BaseModel):

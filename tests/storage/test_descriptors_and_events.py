@@ -26,9 +26,10 @@ from storage import (
     TerminalError,
     WaitForCallback,
 )
+from storage.attempt import Outcome
 from storage.claim import claim_batch
-from storage.finalize import Outcome
 from storage.maintenance import MaintenanceSettings
+from storage.sql_shared import MAINTENANCE_LEADER_LOCK_CLASS
 from storage.testing import work_one
 
 Args = dict[str, Any]
@@ -363,13 +364,17 @@ async def test_no_event_for_a_maintenance_pass_that_did_not_lead(
     await client.insert({"n": 1}, kind="ev_lead")
     async with client.pool.acquire() as c:
         await claim_batch(c, ["default"], 1, 0)
-    await conn.execute("SELECT pg_advisory_lock(6386273, hashtext($1))", schema)
+    await conn.execute(
+        "SELECT pg_advisory_lock($1, hashtext($2))", MAINTENANCE_LEADER_LOCK_CLASS, schema
+    )
     try:
         report = await client.run_maintenance(
             MaintenanceSettings(queue_rotate_interval=timedelta(0))
         )
     finally:
-        await conn.execute("SELECT pg_advisory_unlock(6386273, hashtext($1))", schema)
+        await conn.execute(
+            "SELECT pg_advisory_unlock($1, hashtext($2))", MAINTENANCE_LEADER_LOCK_CLASS, schema
+        )
     assert report.leader is False
     assert report.rescued == 0
     assert seen == []

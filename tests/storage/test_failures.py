@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Cancel, Client, Job, JobState, RetryAfter, Snooze, TerminalError
+from storage.attempt_rules import MAX_BACKOFF_SECONDS, backoff_seconds
 from storage.testing import work_one
-from storage.transitions import MAX_BACKOFF_SECONDS, backoff_seconds
 
 
 class Work(BaseModel):

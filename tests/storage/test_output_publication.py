@@ -19,15 +19,9 @@ from storage import (
     WaitForCallback,
     encode_output,
 )
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.claim import claim_batch
-from storage.finalize import (
-    MAX_BATCH_OUTPUT_BYTES,
-    AttemptRef,
-    CompactCompletion,
-    Outcome,
-    complete_compact,
-    split_parts,
-)
+from storage.compact_writes import MAX_BATCH_OUTPUT_BYTES, complete_compact, split_parts
 from storage.testing import work_one
 
 

@@ -14,15 +14,17 @@ import asyncpg
 import pytest
 
 from storage import Client, Job, JobState, TerminalError, WaitForCallback
+from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Outcome
+from storage.attempt_writes import complete_general
 from storage.claim import ClaimedJob, claim_batch
+from storage.compact_writes import complete_compact
 from storage.db import connect_once
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.maintenance import MaintenanceSettings, RotateOutcome, rotate
+from storage.sql_shared import MAINTENANCE_LEADER_LOCK_CLASS
 from storage.testing import work_one
-from storage.transitions import AttemptRecord, complete_general
 
 Args = dict[str, int]
-LEADER_KEY = 6386273
+LEADER_KEY = MAINTENANCE_LEADER_LOCK_CLASS  # held for one schema: object hashtext(schema)
 
 
 async def _noop(job: Job[Args]) -> None:

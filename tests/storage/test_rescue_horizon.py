@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncpg
 
 from storage import CallbackToken, Client, Job, JobState, WaitForCallback
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.claim import claim_batch
+from storage.compact_writes import complete_compact
 from storage.db import connect_once
-from storage.finalize import AttemptRef, CompactCompletion, Outcome, complete_compact
 from storage.maintenance import MaintenanceSettings
 from storage.testing import work_one
 

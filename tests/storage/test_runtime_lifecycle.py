@@ -18,6 +18,7 @@ from pydantic import BaseModel, create_model
 from storage import Client, Job
 from storage.errors import ReadOnlyError, RuntimeFailed, StartFailed
 from storage.health import STOPPED, HealthState
+from storage.names import channel
 from storage.output import MAX_DESCRIPTOR_BYTES, output_descriptor
 
 
@@ -105,7 +106,7 @@ async def test_a_loop_that_cannot_recover_fails_the_runtime_loudly(
     assert health.state is HealthState.FAILED
     assert health.reason is not None
     assert "SQLSTATE" in health.reason
-    runtime = client._runtime
+    runtime = client.worker.runtime
     assert runtime is not None
     with pytest.raises(RuntimeFailed):  # so does a caller waiting for quiet
         await runtime.wait_quiet()
@@ -128,9 +129,9 @@ async def test_the_listener_listens_again_on_a_new_connection_after_losing_its_o
             assert loop.time() < deadline, "the listener did not come back"
             await asyncio.sleep(0.02)
         heard = asyncio.Event()
-        client._callback_waiters["probe"] = heard
-        await conn.execute("SELECT pg_notify($1, 'probe')", client._channel("callback"))
+        client.callback_ops.waiters["probe"] = heard
+        await conn.execute("SELECT pg_notify($1, 'probe')", channel("callback", client.schema))
         await asyncio.wait_for(heard.wait(), 10)
     finally:
-        client._callback_waiters.pop("probe", None)
+        client.callback_ops.waiters.pop("probe", None)
         await client.shutdown()
