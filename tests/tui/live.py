@@ -173,16 +173,34 @@ async def back_to_jobs(pilot: Pilot[Any]) -> None:
     raise AssertionError(f"escape does not lead back from {type(pilot.app.screen).__name__}")
 
 
+async def detail_loaded(pilot: Pilot[Any], within: float = 10.0) -> bool:
+    """Whether the job detail on top has loaded its job within ``within`` seconds (polled)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        screen = pilot.app.screen
+        if isinstance(screen, JobDetailScreen) and screen.loaded:
+            return True
+        await pilot.pause(0.02)
+    return False
+
+
+STOPS = ("tab", "paging", "detail", "errors", "kinds", "dlq", "completion form", "help")
+
+
 async def tour(
     pilot: Pilot[Any], *, seconds: float, find: Callable[[JobState], Awaitable[int | None]]
 ) -> Counter[str]:
-    """Visit every tab and screen again and again for ``seconds``; counts the visits."""
+    """Visit every tab and screen again and again for ``seconds``, and on until every stop was
+    visited once (a slow host makes fewer rounds, not fewer stops; at most four times
+    ``seconds``); counts the visits."""
     app = pilot.app
     assert isinstance(app, AwaApp)
     seen: Counter[str] = Counter()
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
     assert await reach(pilot, JobsScreen)
-    while time.monotonic() < deadline:
+    while time.monotonic() < started + seconds or (
+        any(seen[stop] == 0 for stop in STOPS) and time.monotonic() < started + 4 * seconds
+    ):
         for _ in TABS:  # every state tab, back to All
             await step(pilot, "right_square_bracket")
             seen["tab"] += 1
@@ -197,7 +215,7 @@ async def tour(
         if retried is not None:
             app.open_job(retried)
             assert await reach(pilot, JobDetailScreen)
-            await step(pilot, rest=0.3)  # the detail loads
+            await detail_loaded(pilot)  # or it vanished meanwhile: the next round tries again
             await step(pilot, "e")
             if await reach(pilot, ErrorHistoryScreen, within=2):
                 seen["errors"] += 1
@@ -215,7 +233,7 @@ async def tour(
         if waiting is not None:
             app.open_job(waiting)
             assert await reach(pilot, JobDetailScreen)
-            await step(pilot, rest=0.3)  # the detail loads
+            await detail_loaded(pilot)  # or it vanished meanwhile: the next round tries again
             await step(pilot, "C")
             if await reach(pilot, CompleteCallbackModal, within=2):  # unless completed meanwhile
                 seen["completion form"] += 1
