@@ -124,6 +124,10 @@ def install(app: FastAPI) -> None:
         code, message = HTTP_CODES.get(exc.status_code, ("http_error", str(exc.detail)))
         return error_response(exc.status_code, code, message, exc.headers)
 
+    async def on_unexpected(_request: Request, exc: Exception) -> Response:
+        return internal_error_response(exc)
+
+    app.add_exception_handler(Exception, on_unexpected)
     app.add_exception_handler(AwaError, on_engine_error)
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_invalid_request)

@@ -62,9 +62,10 @@ class GuardMiddleware:
             )
             await response(scope, receive, send_noting_status)
         except Exception as exc:
-            if status:  # the response has started: nothing more can be said to the caller
-                raise
-            await internal_error_response(exc)(scope, receive, send_noting_status)
+            # Not re-raised: uvicorn would log the traceback, whose message may carry a value.
+            # Once a response started, the app's handler for Exception has answered and logged.
+            if not status:
+                await internal_error_response(exc)(scope, receive, send_noting_status)
         finally:
             log.info(
                 "%s %s %s %d %.1f ms",
