@@ -31,6 +31,7 @@ from storage import (
     ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
+    UnstorableText,
 )
 
 log = logging.getLogger("awa_tui.http")
@@ -39,7 +40,8 @@ log = logging.getLogger("awa_tui.http")
 ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (OutputError, 400, "invalid_output"),
     (InvalidFilter, 400, "invalid_filter"),
-    (ConfigError, 400, "invalid_request"),  # InvalidName: a kind or queue text PG cannot store
+    (ConfigError, 400, "invalid_request"),
+    (UnstorableText, 400, "invalid_request"),  # InvalidName: a kind or queue text PG cannot store
     (CallbackNotFound, 404, "callback_not_found"),
     (JobNotFound, 404, "job_not_found"),
     (StaleAttempt, 409, "stale_attempt"),
@@ -51,8 +53,9 @@ ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (AwaError, 500, "engine_error"),
 )
 
-# Statuses the framework itself raises (unknown path, wrong method).
+# Statuses the framework itself raises (an unparsable body, unknown path, wrong method).
 HTTP_CODES = {
+    400: ("invalid_request", "The request body could not be read as JSON."),
     404: ("not_found", "No such endpoint; /openapi.json lists them."),
     405: ("method_not_allowed", "This endpoint does not take that method."),
 }

@@ -13,6 +13,7 @@ import pytest
 from storage import Client, JobState
 from tests.http.conftest import park
 
+UNREADABLE = "The request body could not be read as JSON."
 RECEIPT_SCHEMA = {
     "type": "object",
     "properties": {"status": {"enum": ["paid", "failed"]}, "amount": {"type": "integer"}},
@@ -239,8 +240,10 @@ async def test_heartbeat_refuses_a_timeout_out_of_range(
     ("content", "message"),
     [
         (b"{not json", "The request body is not valid JSON."),
+        (b'{"output": ' + b"[" * 30000 + b"]" * 30000 + b"}", UNREADABLE),
         (b"[1, 2]", "The request body must be a JSON object (Content-Type: application/json)."),
     ],
+    ids=["not-json", "too-deep", "not-an-object"],
 )
 async def test_a_body_that_is_not_a_json_object_is_400(
     api: httpx.AsyncClient, client: Client, kind: str, content: bytes, message: str
@@ -254,3 +257,25 @@ async def test_a_body_that_is_not_a_json_object_is_400(
     assert answer.status_code == 400
     assert answer.json() == {"error": "invalid_request", "message": message}
     assert await _state(client, job_id) is JobState.WAITING_EXTERNAL
+
+
+async def test_an_error_text_postgresql_cannot_store_is_400_and_the_job_waits(
+    api: httpx.AsyncClient, client: Client, kind: str
+) -> None:
+    job_id, callback_id = await park(client, kind)
+    answer = await api.post(f"/api/callbacks/{callback_id}/fail", json={"error": "a\u0000b"})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": "invalid_request",
+        "message": "The error text contains a NUL character at position 1, so it cannot be stored.",
+    }
+    assert await _state(client, job_id) is JobState.WAITING_EXTERNAL
+
+
+@pytest.mark.parametrize("action", ["complete", "fail", "retry", "heartbeat"])
+async def test_a_callback_id_postgresql_cannot_store_is_404(
+    api: httpx.AsyncClient, action: str
+) -> None:
+    answer = await api.post(f"/api/callbacks/a%00b/{action}", json={"error": "x"})
+    assert answer.status_code == 404
+    assert answer.json()["error"] == "callback_not_found"
