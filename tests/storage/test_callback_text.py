@@ -4,6 +4,8 @@ an id with a NUL names no callback, an error text with one is refused, and nothi
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from storage import CallbackNotFound, Client, Job, JobState, UnstorableText, WaitForCallback
@@ -31,7 +33,7 @@ async def _parked(client: Client) -> tuple[int, str]:
 async def test_an_unstorable_callback_id_is_not_found(
     client: Client, call: str, callback_id: str
 ) -> None:
-    calls = {
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
         "complete_external": lambda: client.complete_external(callback_id),
         "fail_external": lambda: client.fail_external(callback_id, "x"),
         "retry_external": lambda: client.retry_external(callback_id),
