@@ -1,5 +1,8 @@
 """Who may call: a bearer token compared in constant time, and no writes in read-only mode.
 
+The checks are ``async def`` although they never wait: FastAPI runs a plain ``def``
+dependency in a worker thread, a thread hop per check per request.
+
 The token comes from ``AWA_API_TOKEN`` (see ``serve``); ``None`` means ``--no-auth``, which
 the command allows only on a loopback host. The token is never logged or echoed.
 """
@@ -30,7 +33,7 @@ def access_of(request: Request) -> Access:
     return access
 
 
-def authorized(
+async def authorized(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
@@ -49,7 +52,7 @@ def authorized(
         )
 
 
-def writable(request: Request) -> None:
+async def writable(request: Request) -> None:
     """Every write: 403 when the server runs with ``--read-only``."""
     if access_of(request).read_only:
         raise ApiError(

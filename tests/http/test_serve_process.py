@@ -16,6 +16,7 @@ import asyncpg
 import httpx
 import pytest
 
+from awa_tui.http.serve import listen
 from storage import Client
 from tests.http.conftest import AUTH, TOKEN, park
 
@@ -140,3 +141,21 @@ async def test_an_unreachable_database_is_exit_code_3_with_the_password_masked()
     assert process.returncode == 3
     assert "pw-s3cret" not in stderr.decode()
     assert "Could not reach PostgreSQL" in stderr.decode()
+
+
+async def test_connections_to_the_listening_socket_have_nagle_off() -> None:
+    """asyncio sets TCP_NODELAY only on sockets whose protocol says TCP; without it each
+    answer waited for a delayed ACK (~40 ms a request)."""
+    sock = listen("127.0.0.1", 0)
+    nodelay: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def accepted(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nodelay.set_result(
+            writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        )
+        writer.close()
+
+    async with await asyncio.start_server(accepted, sock=sock):
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        assert await asyncio.wait_for(nodelay, DEADLINE) != 0
+        writer.close()
