@@ -28,6 +28,7 @@ from storage import (
     JobNotFound,
     OperationTimeout,
     OutputError,
+    PermissionDenied,
     ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
@@ -50,6 +51,7 @@ ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (ConnectionFailed, 503, "database_unavailable"),
     (OperationTimeout, 503, "database_timeout"),
     (SchemaNotMigrated, 500, "schema_not_migrated"),
+    (PermissionDenied, 500, "permission_denied"),  # the server's role, not the caller's
     (AwaError, 500, "engine_error"),
 )
 

@@ -226,3 +226,22 @@ async def test_openapi_describes_every_path_and_the_bearer_scheme(
     assert set(body) == {"payload", "output", "run_lease"}
     job = spec["components"]["schemas"]["JobOut"]["properties"]
     assert {"output", "errors", "kept_output_position"} <= set(job)
+
+
+async def test_a_read_only_database_session_answers_403_and_the_job_waits(
+    migrated_dsn: str, schema: str, client: Client, kind: str
+) -> None:
+    """Not --read-only, but the session is (as on a replica): the engine refuses the write."""
+    job_id, callback_id = await park(client, kind)
+    separator = "&" if "?" in migrated_dsn else "?"
+    replica_like = f"{migrated_dsn}{separator}default_transaction_read_only=on"
+    async with (
+        await Client.connect(replica_like, schema) as reader,
+        asgi_client(create_app(reader, token=TOKEN)) as http,
+    ):
+        assert reader.read_only is False
+        answer = await http.post(f"/api/callbacks/{callback_id}/complete", headers=AUTH)
+        assert (answer.status_code, answer.json()["error"]) == (403, "read_only")
+    row = await client.get_job(job_id)
+    assert row is not None
+    assert row.state is JobState.WAITING_EXTERNAL
