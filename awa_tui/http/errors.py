@@ -41,8 +41,8 @@ log = logging.getLogger("awa_tui.http")
 ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (OutputError, 400, "invalid_output"),
     (InvalidFilter, 400, "invalid_filter"),
-    (ConfigError, 400, "invalid_request"),
-    (UnstorableText, 400, "invalid_request"),  # InvalidName: a kind or queue text PG cannot store
+    (ConfigError, 400, "invalid_request"),  # InvalidName: a kind or queue PG cannot store
+    (UnstorableText, 400, "invalid_request"),  # an error text with a NUL
     (CallbackNotFound, 404, "callback_not_found"),
     (JobNotFound, 404, "job_not_found"),
     (StaleAttempt, 409, "stale_attempt"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -87,20 +86,20 @@ class GuardMiddleware:
         while more:
             message = await receive()
             if message["type"] != "http.request":  # the client went away: let the app see it
-                return _replaying(b"", receive, first=message)
+                return _replaying(message, receive)
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise BodyTooLarge
             chunks.append(chunk)
             more = message.get("more_body", False)
-        return _replaying(b"".join(chunks), receive)
+        body = b"".join(chunks)
+        return _replaying({"type": "http.request", "body": body, "more_body": False}, receive)
 
 
-def _replaying(body: bytes, receive: Receive, first: Message | None = None) -> Receive:
-    pending: list[Message] = [
-        first if first is not None else {"type": "http.request", "body": body, "more_body": False}
-    ]
+def _replaying(first: Message, receive: Receive) -> Receive:
+    """``first``, then whatever ``receive`` says next (a disconnect)."""
+    pending = [first]
 
     async def replay() -> Message:
         return pending.pop() if pending else await receive()
@@ -115,6 +114,6 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _client(scope: Scope) -> Any:
+def _client(scope: Scope) -> str:
     client = scope.get("client")
     return f"{client[0]}:{client[1]}" if client else "-"
