@@ -20,25 +20,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from benchmarks._engine import (
-    SMALL,
-    drop_queue_schema,
-    insert_all,
-    log,
-    new_queue_schema,
-    output_values,
-)
-from benchmarks._engine import prepare as migrate_database
-from benchmarks._harness import (
-    Stat,
-    Table,
-    base_parser,
-    command_line,
-    embedded_or_dsn,
-    machine_info,
-    print_table,
-    write_results,
-)
+from benchmarks import _engine, _harness
 from storage import Client, Job, JobState, WaitForCallback
 
 NAME = "http_completions"
@@ -58,7 +40,7 @@ async def park(client: Client, jobs: int) -> list[str]:
     async def wait(job: Job[Any]) -> WaitForCallback:
         return WaitForCallback(await job.register_callback(timeout_seconds=3600))
 
-    await insert_all(client, [{"n": n} for n in range(jobs)], kind="hook")
+    await _engine.insert_all(client, [{"n": n} for n in range(jobs)], kind="hook")
     await client.run_until_idle(maintenance_interval=None)
     page = await client.list_jobs(state=JobState.WAITING_EXTERNAL, limit=jobs)
     ids = [row.callback.callback_id for row in page if row.callback is not None]
@@ -82,19 +64,28 @@ async def start_server(dsn: str, schema: str) -> tuple[asyncio.subprocess.Proces
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="3 rounds x 150 completions per variant (default 5 x 400)",
-    )
+    quick = "3 rounds x 150 completions per variant (default 5 x 400)"
+    parser = _harness.base_parser(NAME, (__doc__ or "").split("\n", 1)[0], quick_help=quick)
     parser.add_argument("--concurrency", type=int, default=8, help="calls in flight")
     return parser.parse_args(argv)
 
 
-async def measure(dsn: str, schema: str, rounds: int, per_round: int, width: int) -> Rates:
-    """Completions/s per variant and round, ``width`` calls in flight; round 0 warms up."""
-    outputs = output_values(SMALL, 256, 48)
+def cpu_seconds(pid: int | None) -> float:
+    """CPU time of process ``pid`` (the server), or of this one."""
+    fields = None if pid is None else _harness._proc_stat(pid)
+    if fields is None:
+        return time.process_time()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    dsn: str, schema: str, rounds: int, per_round: int, width: int, seed: int
+) -> tuple[Rates, Rates]:
+    """Per variant and round (``width`` calls in flight; round 0 warms up): completions/s,
+    and CPU ms per completion of the completing process (``serve``, or this one)."""
+    outputs = _engine.output_values(_engine.SMALL, 256, seed)
     rates: Rates = [[] for _ in VARIANTS]
+    cpu: Rates = [[] for _ in VARIANTS]
     async with await Client.connect(dsn, schema) as client:
         ids = await park(client, (rounds + 1) * per_round * len(VARIANTS))
         process, url = await start_server(dsn, schema)
@@ -119,45 +110,61 @@ async def measure(dsn: str, schema: str, rounds: int, per_round: int, width: int
                     turn = round_no % len(VARIANTS)
                     for v in [*range(len(VARIANTS))][turn:] + [*range(len(VARIANTS))][:turn]:
                         batch, ids = ids[:per_round], ids[per_round:]
-                        started = time.perf_counter()
+                        pid = process.pid if VARIANTS[v][1] else None
+                        started, cpu_started = time.perf_counter(), cpu_seconds(pid)
                         await asyncio.gather(
                             *(complete(batch, *VARIANTS[v][1:]) for _ in range(width))
                         )
-                        rates[v] += (
-                            [per_round / (time.perf_counter() - started)] if round_no else []
-                        )
+                        if round_no:
+                            rates[v].append(per_round / (time.perf_counter() - started))
+                            cpu[v].append((cpu_seconds(pid) - cpu_started) * 1000 / per_round)
         finally:
             process.terminate()
             await process.wait()
-    return rates
+    return rates, cpu
 
 
 async def amain(args: Any) -> int:
     rounds, per_round = (3, 150) if args.quick else (5, 400)
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await migrate_database(dsn)
+    async with _harness.embedded_or_dsn(args.dsn, log=_engine.log) as dsn:
+        await _engine.prepare(dsn)
         conn = await asyncpg.connect(dsn)
-        schema = await new_queue_schema(conn, "bench_http")
+        schema = await _engine.new_queue_schema(conn, "bench_http")
         try:
-            machine = await machine_info(conn)
-            rates = await measure(dsn, schema, rounds, per_round, args.concurrency)
+            machine = await _harness.machine_info(conn)
+            rates, cpu = await measure(dsn, schema, rounds, per_round, args.concurrency, args.seed)
         finally:
-            await drop_queue_schema(conn, schema)
+            await _engine.drop_queue_schema(conn, schema)
             await conn.close()
-    table = Table(
+    table = _harness.Table(
         f"Callback completions/s ({rounds} rounds x {per_round}, {args.concurrency} in flight)",
-        ("variant", "completions/s", "x HTTP no output, paired"),
+        ("variant", "completions/s", "x HTTP no output, paired", "CPU ms/completion"),
         tuple(
-            (label, Stat.of(r).fmt(), Stat.paired_ratio(r, rates[0]).fmt(".2f"))
-            for (label, _, _), r in zip(VARIANTS, rates, strict=True)
+            (
+                v[0],
+                _harness.Stat.of(r).fmt(),
+                _harness.Stat.paired_ratio(r, rates[0]).fmt(".2f"),
+                _harness.Stat.of(c).fmt(".2f"),
+            )
+            for v, r, c in zip(VARIANTS, rates, cpu, strict=True)
         ),
+        caption="CPU: the completing process (the `awa-tui serve` process, or the benchmark's "
+        "own for Python calls); PostgreSQL not included.",
     )
-    print_table(table)
-    meta: dict[str, object] = {"command": command_line(NAME, sys.argv[1:]), "machine": machine}
+    _harness.print_table(table)
+    meta: dict[str, object] = {
+        "command": _harness.command_line(NAME, sys.argv[1:]),
+        "machine": machine,
+    }
     meta |= {"rounds": rounds, "per_round": per_round, "concurrency": args.concurrency}
-    data = [{"variant": v[0], "rates": r} for v, r in zip(VARIANTS, rates, strict=True)]
-    paths = write_results(args.out, NAME, data, meta, title="HTTP completions", tables=(table,))
-    log(f"wrote {paths[0]} and {paths[1]}")
+    data = [
+        {"variant": v[0], "rates": r, "cpu_ms": c}
+        for v, r, c in zip(VARIANTS, rates, cpu, strict=True)
+    ]
+    paths = _harness.write_results(
+        args.out, NAME, data, meta, title="HTTP completions", tables=(table,)
+    )
+    _engine.log(f"wrote {paths[0]} and {paths[1]}")
     return 0
 
 

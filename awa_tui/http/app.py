@@ -29,6 +29,9 @@ def create_app(client: Client, *, token: str | None, read_only: bool = False) ->
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        # FastAPI's own OpenTelemetry spans carry the URL path (a callback id) and its logs
+        # carry validation messages (sent values); its metrics (route, status) stay.
+        telemetry={"tracing": False, "operation_spans": False, "logs": False},
     )
     app.state.client = client
     app.state.access = Access(token=token, read_only=read_only or client.read_only)

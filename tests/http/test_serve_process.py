@@ -94,6 +94,7 @@ async def test_serve_over_tcp_then_sigterm_leaves_nothing_running(
     assert served.process.stderr is not None
     log = (await served.process.stderr.read()).decode()
     assert "POST /api/callbacks/{callback_id}/complete 200" in log
+    assert "HTTP/1.1" not in log  # uvicorn's access log (which shows paths) is off
     leaked = ["4rgs-s3cret", "0utput-s3cret", "p4yload-s3cret", TOKEN, callback_id]
     assert [secret for secret in leaked if secret in log] == []
     host, port = served.url.removeprefix("http://").rsplit(":", 1)
@@ -104,6 +105,26 @@ async def test_serve_over_tcp_then_sigterm_leaves_nothing_running(
             break
         await asyncio.sleep(0.05)
     assert await _sessions(conn, served.application_name) == 0
+
+
+async def test_no_auth_on_loopback_serves_without_a_token_and_sigint_is_130(
+    migrated_dsn: str, schema: str
+) -> None:
+    process = await _start(
+        "--dsn", migrated_dsn, "--schema", schema, "--port", "0", "--no-auth", token=None
+    )
+    try:
+        assert process.stdout is not None
+        line = (await asyncio.wait_for(process.stdout.readline(), DEADLINE)).decode()
+        assert line.rstrip().endswith(", no auth"), line
+        async with httpx.AsyncClient(base_url=line.split()[2], timeout=DEADLINE) as http:
+            assert (await http.get("/api/jobs")).status_code == 200
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 130
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 @pytest.mark.parametrize(
