@@ -5,6 +5,8 @@ Usage::
     awa-tui --dsn postgresql://user@host/db [--schema awa] [--read-only] [--refresh 2]
             [--job ID] [--kind KIND] [--state STATE]
     awa-tui migrate --dsn postgresql://user@host/db
+    awa-tui serve [--dsn ...] [--schema awa] [--host 127.0.0.1] [--port 8080] [--read-only]
+                  [--no-auth]            (the HTTP API; see docs/http-api.md)
     awa-tui --demo
 
 The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq
@@ -12,14 +14,15 @@ environment (``PGHOST``, ``PGUSER``, ... and ``~/.pgpass``). Passwords are never
 
 Exit codes:
 
-    0  ok (the console was closed, or the migration ran)
-    2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
+    0  ok (the console was closed, the migration ran, or ``serve`` was stopped by SIGTERM)
+    2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable;
+       for ``serve``: no AWA_API_TOKEN, --no-auth on a non-loopback host, port taken)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
     4  the schema is not migrated (run ``awa-tui migrate``)
     5  permission denied (the role lacks a privilege, e.g. CREATE for ``migrate``)
     6  timed out (a statement or lock wait ran past its timeout; nothing was applied, re-run)
     70 an unexpected internal error stopped the console (a bug; one line on stderr, no locals)
-    130 interrupted (SIGINT / Ctrl-C outside the console, or while --demo starts)
+    130 interrupted (SIGINT / Ctrl-C outside the console, while --demo starts, or ``serve``)
     129, 143  --demo ended by SIGHUP (a closed terminal) or SIGTERM; the demo still cleans up
 
 Once the console is open, a lost connection does not end it: the header says
@@ -62,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect and repair jobs in Awa-style Postgres queue storage.",
         epilog=(
             "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
-            "5 permission denied, 6 timed out, 70 internal error, 130 interrupted."
+            "5 permission denied, 6 timed out, 70 internal error, 130 interrupted. "
+            "`awa-tui serve --help`: the HTTP API."
         ),
     )
     parser.add_argument(
@@ -88,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo", action="store_true", help="embedded PostgreSQL with a live demo workload"
     )
     parser.add_argument(
-        "command", nargs="?", choices=["migrate"], help="migrate: apply migrations and exit"
+        "command",
+        nargs="?",
+        choices=["migrate", "serve"],
+        help="migrate: apply migrations and exit; serve: the HTTP API (awa-tui serve --help)",
     )
     return parser
 
@@ -124,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve"]:
+        from awa_tui.http.serve import main as serve
+
+        return serve(argv[1:])
     args = build_parser().parse_args(argv)
     if args.refresh < 0:
         return fail("--refresh must be 0 (paused) or a number of seconds.", EXIT_USAGE)
@@ -135,6 +147,8 @@ def _main(argv: Sequence[str] | None) -> int:
                 EXIT_USAGE,
             )
         args.state = tab
+    if args.command == "serve":
+        return fail("Put serve first: awa-tui serve [--dsn ...] [--port ...] ...", EXIT_USAGE)
     try:
         check_schema_name(args.schema)
     except ConfigError as exc:

@@ -24,6 +24,7 @@ CASES = (
     "retry_storm",
     "browser_pages",
     "console_keys",
+    "http_completions",
     "peers",
 )
 QUICK = [case for case in CASES if case != "peers"]

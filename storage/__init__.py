@@ -34,6 +34,7 @@ from storage.errors import (
     StartFailed,
     TerminalError,
     UnknownKind,
+    UnstorableText,
 )
 from storage.events import JobEvent
 from storage.health import Health, HealthState
@@ -96,6 +97,7 @@ __all__ = [
     "TaskSpec",
     "TerminalError",
     "UnknownKind",
+    "UnstorableText",
     "Violation",
     "WaitForCallback",
     "check_schema_name",

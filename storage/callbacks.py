@@ -17,7 +17,14 @@ from storage import attempt_writes
 from storage.attempt import AttemptRecord, AttemptRef, Outcome
 from storage.attempt_rules import Failure
 from storage.db import Conn
-from storage.errors import CallbackNotFound, InvalidJobState, OutputError, StaleAttempt
+from storage.errors import (
+    CallbackNotFound,
+    InvalidJobState,
+    OutputError,
+    StaleAttempt,
+    UnstorableText,
+)
+from storage.names import unstorable
 from storage.payload import with_progress
 from storage.sql_shared import NOTIFY_CALLBACK
 from storage.typed_output import DeclaredOutput, LocalModels, declared_output, external_output_text
@@ -134,9 +141,16 @@ async def register(conn: Conn, ref: AttemptRef, timeout_seconds: float) -> str |
     return value
 
 
+def _checked_id(callback_id: str) -> str:
+    """An id PostgreSQL cannot even compare (a NUL, a lone surrogate) names no callback."""
+    if not isinstance(callback_id, str) or unstorable(callback_id) is not None:
+        raise CallbackNotFound("No job is waiting for this callback id (it cannot be stored).")
+    return callback_id
+
+
 async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -> CallbackAttempt:
     """Inside a transaction: find and lock the callback's attempt, or raise."""
-    row = await conn.fetchrow(LOOKUP, callback_id)
+    row = await conn.fetchrow(LOOKUP, _checked_id(callback_id))
     if row is not None and not row["callback_resolved"]:
         await attempt_writes.lock_attempt(
             conn, AttemptRef(row["job_id"], row["run_lease"], row["claim_id"])
@@ -209,6 +223,9 @@ async def fail_external(
     conn: Conn, callback_id: str, error: str, *, run_lease: int | None = None
 ) -> int:
     """Fail the callback's job terminally with ``error`` in its history (DLQ when enabled)."""
+    reason = unstorable(error) if isinstance(error, str) else "no text"
+    if reason is not None:
+        raise UnstorableText(f"The error text contains {reason}, so it cannot be stored.")
     async with conn.transaction():
         attempt = await _locked_attempt(conn, callback_id, run_lease)
         ended = await attempt_writes.fail(
@@ -254,7 +271,7 @@ async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None 
 
 async def heartbeat(conn: Conn, callback_id: str, timeout_seconds: float) -> int:
     """Push the callback's timeout out by ``timeout_seconds`` from now."""
-    job_id: int | None = await conn.fetchval(HEARTBEAT, callback_id, timeout_seconds)
+    job_id: int | None = await conn.fetchval(HEARTBEAT, _checked_id(callback_id), timeout_seconds)
     if job_id is None:
         raise CallbackNotFound(
             f"No job is waiting for callback {callback_id} (unknown or already resolved)."
@@ -265,7 +282,7 @@ async def heartbeat(conn: Conn, callback_id: str, timeout_seconds: float) -> int
 async def resolve(conn: Conn, callback_id: str, payload: Any) -> int:
     """Hand ``payload`` to a handler waiting in ``wait_for_callback``."""
     async with conn.transaction():
-        row = await conn.fetchrow(RESOLVE, callback_id, payload)
+        row = await conn.fetchrow(RESOLVE, _checked_id(callback_id), payload)
         if row is None:
             raise CallbackNotFound(
                 f"No job is waiting for callback {callback_id} (unknown or already resolved)."

@@ -103,6 +103,10 @@ class InvalidJobState(AwaError):
         super().__init__(f"Job {job_id} is {state}, so it cannot be {action} (only {allowed}).")
 
 
+class UnstorableText(AwaError):
+    """The text cannot be stored: PostgreSQL text holds no NUL character or lone surrogate."""
+
+
 class StaleAttempt(AwaError):
     """The attempt was already resolved elsewhere (rescued, cancelled, or completed first)."""
 

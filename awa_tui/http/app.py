@@ -1,0 +1,51 @@
+"""The application factory, used by ``awa-tui serve`` and by the tests alike.
+
+The app does not own its ``Client``: the command connects it first (so a bad DSN is one line
+on stderr and an exit code, before anything listens) and closes it after the server stops.
+"""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI
+
+from awa_tui.http import callbacks, errors, jobs, kinds
+from awa_tui.http.auth import Access, authorized
+from awa_tui.http.bodies import ErrorOut
+from awa_tui.http.guard import GuardMiddleware
+from storage import Client
+
+DESCRIPTION = """Awa-style Postgres queue storage with retained job output (ADR-048).
+
+Every `/api` call needs `Authorization: Bearer <AWA_API_TOKEN>` unless the server runs with
+`--no-auth`. Errors are `{"error": code, "message": text}`. Bodies are at most 64 KiB."""
+
+
+def create_app(client: Client, *, token: str | None, read_only: bool = False) -> FastAPI:
+    """The API over ``client``; ``token`` None disables authentication (``--no-auth``)."""
+    app = FastAPI(
+        title="awa-tui HTTP API",
+        version="1",
+        description=DESCRIPTION,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        # FastAPI's own OpenTelemetry spans carry the URL path (a callback id) and its logs
+        # carry validation messages (sent values); its metrics (route, status) stay.
+        telemetry={"tracing": False, "operation_spans": False, "logs": False},
+    )
+    app.state.client = client
+    app.state.access = Access(token=token, read_only=read_only or client.read_only)
+    api = {
+        "dependencies": [Depends(authorized)],
+        "responses": {
+            401: {"model": ErrorOut, "description": "Missing or wrong bearer token."},
+            403: {"model": ErrorOut, "description": "A write on a --read-only server."},
+            413: {"model": ErrorOut, "description": "A body over 64 KiB."},
+            503: {"model": ErrorOut, "description": "The database cannot be reached."},
+        },
+    }
+    for router in (callbacks.router, jobs.router, kinds.router):
+        app.include_router(router, **api)  # type: ignore[arg-type]
+    errors.install(app)
+    app.add_middleware(GuardMiddleware)
+    return app

@@ -1,0 +1,188 @@
+"""Request and response shapes (they are what ``/openapi.json`` describes) and the one
+serializer of job rows.
+
+A job's output is written into the response exactly as stored (``orjson.Fragment`` of its JSON
+text, never decoded and re-encoded), so ``1.0`` stays ``1.0`` and key order is kept. List rows
+carry no output: not the completed one, and not a failed attempt's in an error entry.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+from fastapi import Request
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from storage import (
+    MAX_OUTPUT_BYTES,
+    Client,
+    DlqInfo,
+    JobKindDescriptor,
+    JobPage,
+    JobRow,
+    JobState,
+    KindSummary,
+    StateCounts,
+)
+
+MAX_HEARTBEAT_SECONDS = 7 * 24 * 3600
+
+
+class CompleteBody(BaseModel):
+    payload: Any = Field(
+        None, description="Accepted for senders that send one; never stored, never logged."
+    )
+    output: Any = Field(
+        None,
+        description=f"The job's output: any JSON value up to {MAX_OUTPUT_BYTES} bytes, checked "
+        "against the kind's declared output schema. Omitted or null: no output.",
+    )
+    run_lease: int | None = Field(
+        None, description="The attempt you saw; another attempt's callback answers 409."
+    )
+
+
+class FailBody(BaseModel):
+    error: str = Field(min_length=1, max_length=4096, description="Kept in the error history.")
+    run_lease: int | None = None
+
+
+class RetryBody(BaseModel):
+    run_lease: int | None = None
+
+
+class HeartbeatBody(BaseModel):
+    timeout_seconds: float = Field(
+        3600,
+        gt=0,
+        le=MAX_HEARTBEAT_SECONDS,
+        description="The callback times out this many seconds from now.",
+    )
+
+
+class CallbackInfoOut(BaseModel):
+    callback_id: str
+    timeout_at: datetime | None
+    state: str
+
+
+class JobOut(BaseModel):
+    """One job. ``output`` and the ``output`` key of error entries appear only in the detail
+    (``GET /api/jobs/{id}``) and in callback and action answers, never in lists."""
+
+    id: int
+    kind: str
+    queue: str
+    state: JobState
+    args: Any
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_lease: int
+    run_at: datetime
+    created_at: datetime
+    attempted_at: datetime | None
+    finalized_at: datetime | None
+    unique_key: str | None
+    tags: list[str]
+    metadata: dict[str, Any]
+    errors: list[dict[str, Any]] = Field(
+        description='Error entries, oldest first: {"error", "attempt", "at", "terminal"?, '
+        '"output"?}. At most one keeps an output: see kept_output_position.'
+    )
+    progress: Any
+    output: Any = Field(None, description="The completed output as stored; absent in lists.")
+    has_output: bool = Field(description="Whether the job has a completed output.")
+    kept_output_position: int | None = Field(
+        description="Index in errors of the entry that kept a failed attempt's output."
+    )
+    callback: CallbackInfoOut | None
+    dlq: DlqInfo | None
+    storage_path: str | None = Field(description='"compact" or "general" for completed jobs.')
+    declared_output_type: str | None = Field(
+        description="The output type the kind's descriptor declares (detail only)."
+    )
+
+
+class JobListOut(BaseModel):
+    jobs: list[JobOut] = Field(description="Newest first; rows carry no output.")
+    counts: StateCounts = Field(description="Jobs per state, read in the page's snapshot.")
+    has_more: bool
+    next_before_id: int | None = Field(description="Pass as before_id for the next page.")
+
+
+class KindOut(BaseModel):
+    kind: str
+    output_type: str | None = Field(description="The declared output type's name.")
+    output_schema: dict[str, Any] | None = Field(description="Its JSON Schema (2020-12).")
+    descriptor: JobKindDescriptor | None
+    counts: dict[JobState, int] = Field(description="Live jobs per state.")
+    dlq: int
+    stale: bool = Field(description="No runtime has refreshed the descriptor lately.")
+
+
+class KindsOut(BaseModel):
+    kinds: list[KindOut]
+
+
+class HeartbeatOut(BaseModel):
+    callback_id: str
+    timeout_seconds: float
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="A stable code, e.g. invalid_output, callback_not_found.")
+    message: str
+    reason: str | None = Field(None, description="invalid_output only: why.")
+    path: str | None = Field(None, description="invalid_output only: the JSON path.")
+
+
+def json_response(
+    content: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(orjson.dumps(content), status, headers, media_type="application/json")
+
+
+def client_of(request: Request) -> Client:
+    client: Client = request.app.state.client
+    return client
+
+
+def job_answer(row: JobRow | None, headers: dict[str, str] | None = None) -> Response:
+    """The job as it is after a write; 204 if it was pruned or deleted in between."""
+    if row is None:
+        return Response(status_code=204)
+    return json_response(job_json(row, detail=True), headers=headers)
+
+
+def job_json(row: JobRow, *, detail: bool) -> dict[str, Any]:
+    """A row as ``JobOut``; ``detail`` False leaves every output out (list rows)."""
+    data = row.model_dump(mode="json", exclude={"output_text"})
+    data["kept_output_position"] = row.kept_output_position()
+    if detail:
+        data["output"] = None if row.output_text is None else orjson.Fragment(row.output_text)
+    else:
+        data["errors"] = [{k: v for k, v in e.items() if k != "output"} for e in row.errors]
+    return data
+
+
+def page_json(page: JobPage) -> dict[str, Any]:
+    return {
+        "jobs": [job_json(row, detail=False) for row in page.rows],
+        "counts": page.counts.model_dump(mode="json"),
+        "has_more": page.has_more,
+        "next_before_id": page.rows[-1].id if page.has_more and page.rows else None,
+    }
+
+
+def kind_json(summary: KindSummary) -> dict[str, Any]:
+    descriptor = summary.descriptor
+    return {
+        "kind": summary.kind,
+        "output_type": descriptor.output_type_name if descriptor else None,
+        "output_schema": descriptor.output_schema if descriptor else None,
+        **summary.model_dump(mode="json", include={"descriptor", "counts", "dlq", "stale"}),
+    }
