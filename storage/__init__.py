@@ -36,16 +36,19 @@ from storage.errors import (
     UnknownKind,
 )
 from storage.events import JobEvent
+from storage.failure_groups import FailureGroupMembers
 from storage.health import Health, HealthState
 from storage.job import Job
 from storage.migrator import migrate
 from storage.models import (
     DlqInfo,
+    FailureGroup,
     JobKindDescriptor,
     JobPage,
     JobRow,
     JobState,
     KindSummary,
+    QueueSummary,
     StateCounts,
 )
 from storage.names import check_schema_name
@@ -67,6 +70,8 @@ __all__ = [
     "DatabaseError",
     "DlqInfo",
     "ExternalCompletion",
+    "FailureGroup",
+    "FailureGroupMembers",
     "Health",
     "HealthState",
     "InvalidFilter",
@@ -84,6 +89,7 @@ __all__ = [
     "OutputError",
     "OutputSlot",
     "PermissionDenied",
+    "QueueSummary",
     "ReadOnlyError",
     "RetryAfter",
     "RuntimeFailed",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -228,3 +228,79 @@ class DlqEntry(BaseModel):
     job: JobRow
     reason: str
     dlq_at: datetime
+
+
+class QueueSummary(BaseModel):
+    """One queue as the on-call view shows it (``Client.list_queues``).
+
+    ``counts`` holds the live states only (available, scheduled, retryable, running, waiting);
+    terminal history is summarised by time instead: ``completions_per_minute`` and
+    ``failures_per_minute`` cover the last hour, oldest minute first, the last item being the
+    current minute. Failures are jobs that failed for good (dead-lettered ones included), not
+    attempts that will be retried. The hour's numbers are exact from ``exact_since`` on (an
+    hour before ``read_at`` unless the read stopped at its cap). An available count in
+    ``capped`` is "at least". ``lag`` is the age of the oldest available job (None: none).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    queue: str
+    paused: bool = False
+    paused_at: datetime | None = None
+    counts: dict[JobState, int]
+    capped: frozenset[JobState] = frozenset()
+    lag: timedelta | None = None
+    completions_per_minute: list[int]
+    failures_per_minute: list[int]
+    exact_since: datetime
+    read_at: datetime
+
+    @property
+    def completed_5m(self) -> int:
+        return sum(self.completions_per_minute[-5:])
+
+    @property
+    def completed_1h(self) -> int:
+        return sum(self.completions_per_minute)
+
+    @property
+    def failed_5m(self) -> int:
+        return sum(self.failures_per_minute[-5:])
+
+    @property
+    def failed_1h(self) -> int:
+        return sum(self.failures_per_minute)
+
+    @property
+    def hour_exact(self) -> bool:
+        """Whether the hour's numbers are exact (else lower bounds)."""
+        return self.exact_since <= self.read_at - timedelta(hours=1)
+
+
+class FailureGroup(BaseModel):
+    """Failed, retryable and dead-lettered jobs of one kind whose latest errors share a
+    signature (``storage.failure_groups`` gives the rule). ``count`` is their number, split by
+    where they are; with ``capped`` it is a lower bound. ``kept_output``: at least one member's
+    latest error entry kept the attempt's output."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    signature: str
+    count: int
+    failed: int
+    retryable: int
+    dead_lettered: int
+    first_seen: datetime
+    last_seen: datetime
+    sample_job_id: int
+    sample_error: str
+    kept_output: bool
+    queues: list[str]
+    capped: bool = False
+
+    @property
+    def error_class(self) -> str | None:
+        """The ``Name`` in ``Name: message``, when the error has one."""
+        head, sep, _ = self.signature.partition(": ")
+        return head if sep and head.replace(".", "").replace("_", "").isalnum() else None
