@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from awa_tui.query import JobQuery
-from storage import JobKindDescriptor, JobRow, KindSummary, StateCounts
+from storage import (
+    FailureGroup,
+    JobKindDescriptor,
+    JobRow,
+    KindSummary,
+    QueueSummary,
+    StateCounts,
+)
 
 
 @dataclass
@@ -49,6 +56,16 @@ class JobLoaded(Message):
 @dataclass
 class KindsLoaded(Message):
     kinds: list[KindSummary]
+
+
+@dataclass
+class QueuesLoaded(Message):
+    queues: list[QueueSummary]
+
+
+@dataclass
+class FailureGroupsLoaded(Message):
+    groups: list[FailureGroup]
 
 
 @dataclass

@@ -27,11 +27,11 @@ SCAN_CAP = 10_000
 """Jobs read per source (failed, retryable, dead-lettered) for one grouping."""
 
 # $1 since, $2 kind, $3 queue, $4 rows per source. Each source yields the job, where it is,
-# when it failed and its latest error entry.
+# when it failed and its error entries (the latest one signs it; any may have kept an output).
 _FAILURES = """
 failures AS (
     (SELECT r.job_id, r.kind, r.queue, 'failed' AS source, d.finalized_at AS at,
-            COALESCE(d.payload, r.payload) -> 'errors' -> -1 AS last
+            COALESCE(d.payload, r.payload) -> 'errors' AS errors
        FROM done_entries d
        JOIN ready_entries r ON r.job_id = d.job_id AND r.run_lease = d.run_lease
       WHERE d.state = 'failed' AND ($1::timestamptz IS NULL OR d.finalized_at >= $1)
@@ -40,7 +40,7 @@ failures AS (
     UNION ALL
     (SELECT f.job_id, f.kind, f.queue, 'retryable',
             COALESCE((f.payload -> 'errors' -> -1 ->> 'at')::timestamptz, f.attempted_at, f.run_at),
-            f.payload -> 'errors' -> -1
+            f.payload -> 'errors'
        FROM deferred_jobs f
       WHERE f.state = 'retryable'
         AND ($1::timestamptz IS NULL
@@ -48,15 +48,15 @@ failures AS (
         AND ($2::text IS NULL OR f.kind = $2) AND ($3::text IS NULL OR f.queue = $3)
       ORDER BY f.job_id DESC LIMIT $4)
     UNION ALL
-    (SELECT q.job_id, q.kind, q.queue, 'dead_lettered', q.dlq_at, q.payload -> 'errors' -> -1
+    (SELECT q.job_id, q.kind, q.queue, 'dead_lettered', q.dlq_at, q.payload -> 'errors'
        FROM dlq_entries q
       WHERE ($1::timestamptz IS NULL OR q.dlq_at >= $1)
         AND ($2::text IS NULL OR q.kind = $2) AND ($3::text IS NULL OR q.queue = $3)
       ORDER BY q.job_id DESC LIMIT $4)
 ), signed AS (
-    SELECT f.*, COALESCE(f.last ->> 'error', '') AS error,
-           %(signature)s AS signature
-      FROM failures f
+    SELECT f.*, COALESCE(f.last ->> 'error', '') AS error, %(signature)s AS signature,
+           COALESCE(f.errors @? '$[*].output', false) AS kept
+      FROM (SELECT failures.*, errors -> -1 AS last FROM failures) f
 )"""
 
 # The normalised error text (see the module docstring). Message text is cut at 500 characters,
@@ -81,7 +81,7 @@ SELECT kind, signature, count(*) AS n,
        count(*) FILTER (WHERE source = 'dead_lettered') AS dead_lettered,
        min(at) AS first_seen, max(at) AS last_seen, max(job_id) AS sample_job_id,
        (array_agg(error ORDER BY job_id DESC))[1] AS sample_error,
-       bool_or(last ? 'output') AS kept_output,
+       bool_or(kept) AS kept_output,
        array_agg(DISTINCT queue ORDER BY queue) AS queues,
        (SELECT count(*) FILTER (WHERE source = 'failed') >= $4
             OR count(*) FILTER (WHERE source = 'retryable') >= $4

@@ -233,13 +233,14 @@ class DlqEntry(BaseModel):
 class QueueSummary(BaseModel):
     """One queue as the on-call view shows it (``Client.list_queues``).
 
-    ``counts`` holds the live states only (available, scheduled, retryable, running, waiting);
-    terminal history is summarised by time instead: ``completions_per_minute`` and
-    ``failures_per_minute`` cover the last hour, oldest minute first, the last item being the
-    current minute. Failures are jobs that failed for good (dead-lettered ones included), not
-    attempts that will be retried. The hour's numbers are exact from ``exact_since`` on (an
-    hour before ``read_at`` unless the read stopped at its cap). An available count in
-    ``capped`` is "at least". ``lag`` is the age of the oldest available job (None: none).
+        ``counts`` holds the live states only (available, scheduled, retryable, running, waiting);
+        terminal history is summarised by time instead: ``completions_per_minute`` and
+        ``failures_per_minute`` cover the last hour, oldest minute first, the last item being the
+        current minute. Failures are jobs that failed for good (dead-lettered ones included), not
+        attempts that will be retried. The hour's numbers are exact from ``exact_since`` on (an
+        hour before ``read_at`` unless the read stopped at its cap). An available count in
+        ``capped`` is "at least". ``oldest_available_at`` is when the oldest available job became
+    runnable; ``lag`` is its age at ``read_at`` (None: nothing is available).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -249,11 +250,17 @@ class QueueSummary(BaseModel):
     paused_at: datetime | None = None
     counts: dict[JobState, int]
     capped: frozenset[JobState] = frozenset()
-    lag: timedelta | None = None
+    oldest_available_at: datetime | None = None
     completions_per_minute: list[int]
     failures_per_minute: list[int]
     exact_since: datetime
     read_at: datetime
+
+    @property
+    def lag(self) -> timedelta | None:
+        if self.oldest_available_at is None:
+            return None
+        return max(self.read_at - self.oldest_available_at, timedelta(0))
 
     @property
     def completed_5m(self) -> int:

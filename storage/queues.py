@@ -144,8 +144,7 @@ async def list_queues(conn: Conn) -> list[QueueSummary]:
         e["counts"][JobState.AVAILABLE] = int(r["available"])
         if r["capped"]:
             e["capped"].add(JobState.AVAILABLE)
-        if r["oldest"] is not None:
-            e["lag"] = max(now - r["oldest"], timedelta(0))
+        e["oldest_available_at"] = r["oldest"]
     for r in await conn.fetch(DEFERRED):
         entry(r["queue"])["counts"][JobState(r["state"])] = int(r["n"])
     for r in await conn.fetch(OPEN):
@@ -165,7 +164,7 @@ async def list_queues(conn: Conn) -> list[QueueSummary]:
             paused_at=e.get("paused_at"),
             counts=e["counts"],
             capped=frozenset(e["capped"]),
-            lag=e.get("lag"),
+            oldest_available_at=e.get("oldest_available_at"),
             completions_per_minute=e["completions_per_minute"],
             failures_per_minute=e["failures_per_minute"],
             exact_since=exact_since,

@@ -186,7 +186,7 @@ async def tour(
         for _ in TABS:  # every state tab, back to All
             await step(pilot, "right_square_bracket")
             seen["tab"] += 1
-        await step(pilot, "G", "n", "end", "n", "g")  # paging on the All tab
+        await step(pilot, "end", "n", "end", "n", "g")  # paging on the All tab
         seen["paging"] += 1
         await step(pilot, "enter")
         if await reach(pilot, JobDetailScreen, within=2):
