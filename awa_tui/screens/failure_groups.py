@@ -142,10 +142,9 @@ class FailureGroupsScreen(AwaScreen):
         self.query_one("#groups-head", Static).update(Text.assemble(*parts))
 
     def stale_changed(self, stale: bool) -> None:
+        """Marked while lost; when it is back, the app's JobsChanged reloads the rows."""
         self.stale = stale
         self._head()
-        if not stale:
-            self.load()
 
     def on_jobs_changed(self, message: JobsChanged) -> None:
         self.load()

@@ -22,6 +22,8 @@ TITLES = {
     "KindsScreen": "Kinds",
     "DlqScreen": "Dead-letter queue",
     "SchemaScreen": "Output schema",
+    "QueuesScreen": "Queues",
+    "FailureGroupsScreen": "Failure groups",
 }
 
 NOTES = (

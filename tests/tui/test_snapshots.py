@@ -71,19 +71,20 @@ def test_dlq(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
 
 def test_queues(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Q: one row per queue (default, images, mail, payments, reports, webhooks); mail is
-    "paused" in yellow with 1 available job and a lag of 75m in red, the header says 1 paused;
+    "paused" in yellow with 1 available job and a lag of 80m in red, the header says 1 paused;
     default has 1 retryable, reports 1 scheduled, webhooks 1 waiting. No completions in the
-    last hour (the seeded history is older), so the sparklines are dots. Below, mail's detail:
-    "Paused since 2026-03-14 09:23:00Z (7m ago)"."""
+    last hour (the seeded history is older), so the sparklines are dots. Below, the selected
+    queue's (default) detail: active, 0 completed and 0 failed in the last 5 min and hour."""
     check(snap_compare, migrated_dsn, schema, SCREENS["queues"])
 
 
 def test_failure_groups(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """G: three groups of one job each, signatures with numbers normalised to <n>:
     sync_inventory "RuntimeError: upstream timed out after <n> items" (retryable job 10),
-    sync_inventory "RuntimeError: connection reset by warehouse eu-<n>" (failed job 5, kept
-    output mark), charge_card "TerminalError: card declined: insufficient_funds" (dead-lettered
-    job 6, kept output mark); the first group's detail below."""
+    sync_inventory "RuntimeError: connection reset by warehouse eu-<n>" (failed job 5, whose
+    second entry kept an output: marked), charge_card "TerminalError: card declined:
+    insufficient_funds" (dead-lettered job 6, marked); the retryable group's detail below,
+    its R key dimmed (nothing to retry)."""
     check(snap_compare, migrated_dsn, schema, SCREENS["failure-groups"])
 
 
