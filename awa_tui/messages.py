@@ -12,6 +12,7 @@ from textual.message import Message
 
 from awa_tui.query import JobQuery
 from storage import (
+    AttemptSpan,
     FailureGroup,
     JobKindDescriptor,
     JobRow,
@@ -66,6 +67,12 @@ class QueuesLoaded(Message):
 @dataclass
 class FailureGroupsLoaded(Message):
     groups: list[FailureGroup]
+
+
+@dataclass
+class TimelineLoaded(Message):
+    job_id: int
+    spans: list[AttemptSpan]
 
 
 @dataclass

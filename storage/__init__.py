@@ -41,6 +41,7 @@ from storage.health import Health, HealthState
 from storage.job import Job
 from storage.migrator import migrate
 from storage.models import (
+    AttemptSpan,
     DlqInfo,
     FailureGroup,
     JobKindDescriptor,
@@ -60,6 +61,7 @@ from storage.schema import Violation, schema_violations
 __all__ = [
     "MAX_OUTPUT_BYTES",
     "ArgsValidationError",
+    "AttemptSpan",
     "AwaError",
     "CallbackNotFound",
     "CallbackToken",

@@ -311,3 +311,35 @@ class FailureGroup(BaseModel):
         """The ``Name`` in ``Name: message``, when the error has one."""
         head, sep, _ = self.signature.partition(": ")
         return head if sep and head.replace(".", "").replace("_", "").isalnum() else None
+
+
+class AttemptSpan(BaseModel):
+    """One readiness of a job and the attempt claimed from it (``Client.attempt_timeline``).
+
+    ``outcome`` is how the attempt ended as storage recorded it (completed, failed, retried,
+    snoozed, cancelled, rescued, callback_timeout, completed_external, ...); None while it
+    runs or before it is claimed. ``heartbeat_at``, ``progress`` and the callback exist only
+    while the attempt is open (storage drops them when it ends).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_lease: int
+    attempt: int | None = None
+    ready_at: datetime
+    claimed_at: datetime | None = None
+    deadline_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    progress: Any = None
+    callback_id: str | None = None
+    callback_timeout_at: datetime | None = None
+    waiting: bool = False
+    ended_at: datetime | None = None
+    outcome: str | None = None
+
+    @property
+    def duration(self) -> timedelta | None:
+        """Claimed to ended, when both are known."""
+        if self.claimed_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.claimed_at

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage import admin, counting, descriptors, failure_groups, listing, maintenance, queues
+from storage import (
+    admin,
+    counting,
+    descriptors,
+    failure_groups,
+    listing,
+    maintenance,
+    queues,
+    timeline,
+)
 from storage.db import acquire
 from storage.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
@@ -21,6 +30,7 @@ from storage.failure_groups import FailureGroupMembers
 from storage.listing import ListFilter, check_text
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import (
+    AttemptSpan,
     FailureGroup,
     JobKindDescriptor,
     JobPage,
@@ -203,6 +213,11 @@ class Operations:
             return await failure_groups.group_members(
                 conn, kind, signature, since=_since(since), queue=queue
             )
+
+    async def attempt_timeline(self, job_id: int) -> list[AttemptSpan]:
+        """The job's attempts, oldest first: claimed, heartbeat, callback, ended (one snapshot)."""
+        async with self._connection("attempt_timeline") as conn, listing.snapshot(conn):
+            return await timeline.attempt_timeline(conn, job_id)
 
     # -- admin --------------------------------------------------------------------------------
     async def cancel_job(self, job_id: int) -> JobRow | None:

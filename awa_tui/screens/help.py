@@ -23,6 +23,7 @@ TITLES = {
     "DlqScreen": "Dead-letter queue",
     "SchemaScreen": "Output schema",
     "QueuesScreen": "Queues",
+    "TimelineScreen": "Attempt timeline",
     "FailureGroupsScreen": "Failure groups",
 }
 

@@ -233,6 +233,7 @@ _PIN = [
     """UPDATE claim_batches
           SET claimed_at = @B + interval '1 minute', deadline_at = @B + interval '31 minutes'""",
     "UPDATE done_entries SET finalized_at = @T + interval '4 minutes'",
+    "UPDATE attempt_closures SET closed_at = @T + run_lease * interval '1 minute' + '20 s'",
     "UPDATE receipt_completion_batches SET finalized_at = @B + interval '2 minutes'",
     """UPDATE dlq_entries SET created_at = @T, run_at = @T,
               attempted_at = @T + interval '1 minute', finalized_at = @T + interval '2 minutes',
@@ -361,6 +362,7 @@ SCREENS: dict[str, Screen] = {
         Screen("dlq", keys=("L",)),
         Screen("queues", keys=("Q",), sql=(PAUSE_MAIL,)),
         Screen("failure-groups", keys=("G",)),
+        Screen("timeline", app_options=(("initial_job", 5),), keys=("t",)),
         Screen("read-only", app_options=(("read_only", True),)),
         Screen("empty", seed=False),
     )

@@ -10,6 +10,7 @@ from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.failure_groups import FailureGroupsScreen, search_text
 from awa_tui.screens.jobs import JobsScreen
 from awa_tui.screens.queues import QueuesScreen, sparkline_text
+from awa_tui.screens.timeline import TimelineScreen
 from awa_tui.widgets.job_table import JobTable
 from storage import Client, ConnectionFailed, Job, JobState
 from tests.tui.conftest import settle, text_of, wait_for_screen
@@ -172,3 +173,25 @@ def test_sparkline_scales_to_the_busiest_bucket_and_dots_an_idle_hour() -> None:
     line = sparkline_text([0] * 58 + [5, 5]).plain
     assert line[-1] == "█"
     assert set(line[:-1]) == {" "}
+
+
+async def test_t_in_the_job_detail_shows_each_attempt_and_how_it_ended(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    app = build_app(migrated_dsn, schema, initial_job=incident.failed)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen)
+        table = screen.query_one(DataTable)
+        rows = [[text_of(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [(r[0], r[5]) for r in rows] == [("1", "retried"), ("2", "retried"), ("3", "error")]
+        assert rows[2][7].startswith("RuntimeError: connection reset")
+        await pilot.press("j", "j")
+        await settle(pilot)
+        assert "exhausted" in text_of(screen.query_one("#tl-note"))
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, TimelineScreen)

@@ -88,6 +88,15 @@ def test_failure_groups(snap_compare: SnapCompare, migrated_dsn: str, schema: st
     check(snap_compare, migrated_dsn, schema, SCREENS["failure-groups"])
 
 
+def test_timeline(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """t on job 5 (sync_inventory, 3 attempts): three rows oldest first with ready, claimed and
+    ended times (UTC, the pinned claims all read 07:56:00) and the time each took; attempts 1
+    and 2 "retried" in yellow, attempt 3 "error" in red (its closure: the last error); each
+    row's error in red, cut; below, attempt 1's whole error "upstream timed out after 40
+    items"."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["timeline"])
+
+
 def test_read_only_banner(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """The browser opened with --read-only: a READ-ONLY banner under the header, and no write
     keys (Retry, Cancel, Delete, All matching) in the footer."""
