@@ -23,17 +23,19 @@ from datetime import datetime
 from storage.db import Conn
 from storage.models import FailureGroup
 
-SCAN_CAP = 10_000
+SCAN_CAP = 2_000
 """Jobs read per source (failed, retryable, dead-lettered) for one grouping."""
 
 # $1 since, $2 kind, $3 queue, $4 rows per source. Each source yields the job, where it is,
 # when it failed and its error entries (the latest one signs it; any may have kept an output).
 _FAILURES = """
 failures AS (
-    (SELECT r.job_id, r.kind, r.queue, 'failed' AS source, d.finalized_at AS at,
+    (SELECT d.job_id, r.kind, r.queue, 'failed' AS source, d.finalized_at AS at,
             COALESCE(d.payload, r.payload) -> 'errors' AS errors
        FROM done_entries d
-       JOIN ready_entries r ON r.job_id = d.job_id AND r.run_lease = d.run_lease
+      CROSS JOIN LATERAL (  -- one index probe per row; a join hashed every ready row
+            SELECT r.kind, r.queue, r.payload FROM ready_entries r
+             WHERE r.job_id = d.job_id AND r.run_lease = d.run_lease LIMIT 1) r
       WHERE d.state = 'failed' AND ($1::timestamptz IS NULL OR d.finalized_at >= $1)
         AND ($2::text IS NULL OR r.kind = $2) AND ($3::text IS NULL OR r.queue = $3)
       ORDER BY d.job_id DESC LIMIT $4)
@@ -53,18 +55,24 @@ failures AS (
       WHERE ($1::timestamptz IS NULL OR q.dlq_at >= $1)
         AND ($2::text IS NULL OR q.kind = $2) AND ($3::text IS NULL OR q.queue = $3)
       ORDER BY q.job_id DESC LIMIT $4)
+), texts AS (
+    SELECT failures.*, left(COALESCE(errors -> -1 ->> 'error', ''), 500) AS error
+      FROM failures
+), signatures AS (
+    -- Each distinct error text is normalised once: the regular expressions cost far more
+    -- than the rest of the read, and failures of one cause often repeat their text.
+    SELECT e.error, %(signature)s AS signature FROM (SELECT DISTINCT error FROM texts) e
 ), signed AS (
-    SELECT f.*, COALESCE(f.last ->> 'error', '') AS error, %(signature)s AS signature,
-           COALESCE(f.errors @? '$[*].output', false) AS kept
-      FROM (SELECT failures.*, errors -> -1 AS last FROM failures) f
+    SELECT t.*, s.signature, COALESCE(t.errors @? '$[*].output', false) AS kept
+      FROM texts t JOIN signatures s USING (error)
 )"""
 
-# The normalised error text (see the module docstring). Message text is cut at 500 characters,
+# The normalised error text ``e.error`` (see the module docstring), cut at 500 characters,
 # and the suffix the runtime adds to a last attempt's error (storage.transitions) is dropped, so
 # an attempt that will be retried and the one that exhausted the job share their signature.
 SIGNATURE = r"""
 regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(
-    left(COALESCE(f.last ->> 'error', ''), 500),
+    e.error,
     ' \(max attempts [0-9]+ exhausted\)$', ''),
     '"[^"]*"|''[^'']*''', '<str>', 'g'),
     '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', '<uuid>', 'g'),

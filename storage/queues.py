@@ -29,7 +29,7 @@ from storage.sql_shared import OPEN_ATTEMPTS
 
 MINUTES = 60
 """The throughput window: completions per minute over the last hour."""
-DONE_SCAN_CAP = 20_000
+DONE_SCAN_CAP = 2_000
 """General-path done entries read for one summary (newest first)."""
 
 SET_PAUSED = """
@@ -94,7 +94,10 @@ WITH done AS MATERIALIZED (
      WHERE b.finalized_at >= now() - interval '1 hour'
     UNION ALL
     SELECT r.queue, d.state, d.finalized_at, 1
-      FROM done d JOIN ready_entries r ON r.job_id = d.job_id AND r.run_lease = d.run_lease
+      FROM done d
+     CROSS JOIN LATERAL (  -- one index probe per row; a join hashed every ready row
+            SELECT r.queue FROM ready_entries r
+             WHERE r.job_id = d.job_id AND r.run_lease = d.run_lease LIMIT 1) r
     UNION ALL
     SELECT q.queue, 'failed', q.dlq_at, 1 FROM dlq_entries q
      WHERE q.dlq_at >= now() - interval '1 hour'
