@@ -58,7 +58,7 @@ SELECT l.queue, COALESCE(sum(n.n), 0)::bigint AS available,
              WHERE r.queue = l.queue AND r.priority = l.priority AND r.lane_seq >= l.claim_seq
                AND NOT EXISTS (SELECT 1 FROM ready_tombstones t
                                 WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
-             LIMIT $1) x) n
+             ORDER BY r.lane_seq LIMIT $1) x) n  -- in lane order: the index, never a scan
   LEFT JOIN LATERAL (
         SELECT r.run_at FROM ready_entries r
          WHERE r.queue = l.queue AND r.priority = l.priority AND r.lane_seq >= l.claim_seq
