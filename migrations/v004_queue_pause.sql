@@ -4,7 +4,8 @@
 --    paused (storage/claim.py), so every runtime on the schema honours a pause at its next
 --    claim; running attempts finish, inserts still land.
 -- 2. receipt_completion_batches and done_entries gain an index on finalized_at, so
---    `list_queues()` reads the last hour of completions by time, never the whole history.
+--    `list_queues()` reads the last hour of completions by time, never the whole history (the
+--    batches' index carries queue and count: an index-only scan).
 --
 -- The installer is redefined without being run, as v002 and v003 did: the v003 installer is
 -- kept under a versioned name and the new one calls it, then this tail. The tail is guarded by
@@ -44,7 +45,7 @@ BEGIN
     EXECUTE format('CREATE INDEX IF NOT EXISTS done_entries_finalized_at_idx '
                    'ON %s.done_entries (finalized_at)', s);
     EXECUTE format('CREATE INDEX IF NOT EXISTS receipt_completion_batches_finalized_at_idx '
-                   'ON %s.receipt_completion_batches (finalized_at)', s);
+                   'ON %s.receipt_completion_batches (finalized_at) INCLUDE (queue, completed_count)', s);
 
     PERFORM set_config('lock_timeout', previous_timeout, true);
 END

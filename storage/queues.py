@@ -8,10 +8,10 @@ run to their end and inserts still land. Resume clears the flag.
 A summary must stay cheap on a long history, so it never counts terminal jobs: it reads the
 live states (bounded by the work in flight; the available count stops at ``COUNT_CAP`` per
 lane, as the tab counts do) and the last hour of completions by time through the
-``finalized_at`` indexes: compact completion batch rows (one per flushed group) and at most
-``DONE_SCAN_CAP`` general-path done entries, newest first. When the hour holds more done
-entries than that, the hour's numbers are lower bounds and ``QueueSummary.exact_since`` says
-from when on they are exact.
+``finalized_at`` indexes: at most ``BATCH_SCAN_CAP`` compact completion batch rows (one per
+flushed group of jobs) and at most ``DONE_SCAN_CAP`` general-path done entries, newest first.
+When the hour holds more than that, the hour's numbers are lower bounds and
+``QueueSummary.exact_since`` says from when on they are exact.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ MINUTES = 60
 """The throughput window: completions per minute over the last hour."""
 DONE_SCAN_CAP = 2_000
 """General-path done entries read for one summary (newest first)."""
+BATCH_SCAN_CAP = 5_000
+"""Compact completion batch rows read for one summary (newest first; each holds many jobs)."""
 
 SET_PAUSED = """
 INSERT INTO queue_settings (queue, paused, paused_at)
@@ -79,19 +81,24 @@ SELECT r.queue, COALESCE(s.state, 'running') AS state, count(*) AS n
  GROUP BY 1, 2
 """
 
-# Completed and failed per queue and minute (0 = the current minute) over the last hour: compact
-# batch rows, the newest $1 general-path done entries, and dead-lettered jobs. The last row
-# (queue NULL) is the oldest done entry read and whether the read stopped at the cap.
+# Completed and failed per queue and minute (0 = the current minute) over the last hour: the
+# newest $2 compact batch rows (an index-only scan: the index carries queue and count), the
+# newest $1 general-path done entries, and dead-lettered jobs. The last row (queue NULL) says
+# from when on the counts are exact: the oldest row read of a source that stopped at its cap.
 RECENT = """
 WITH done AS MATERIALIZED (
     SELECT d.job_id, d.run_lease, d.state, d.finalized_at FROM done_entries d
      WHERE d.finalized_at >= now() - interval '1 hour' AND d.state <> 'cancelled'
      ORDER BY d.finalized_at DESC
      LIMIT $1
+), batches AS MATERIALIZED (
+    SELECT b.queue, b.finalized_at, b.completed_count FROM receipt_completion_batches b
+     WHERE b.finalized_at >= now() - interval '1 hour'
+     ORDER BY b.finalized_at DESC
+     LIMIT $2
 ), events AS (
     SELECT b.queue, 'completed' AS state, b.finalized_at AS at, b.completed_count AS n
-      FROM receipt_completion_batches b
-     WHERE b.finalized_at >= now() - interval '1 hour'
+      FROM batches b
     UNION ALL
     SELECT r.queue, d.state, d.finalized_at, 1
       FROM done d
@@ -104,10 +111,12 @@ WITH done AS MATERIALIZED (
 )
 SELECT queue, state,
        LEAST(59, GREATEST(0, floor(extract(epoch FROM now() - at) / 60)))::int AS minute,
-       sum(n)::bigint AS n, NULL::timestamptz AS oldest, false AS capped
+       sum(n)::bigint AS n, NULL::timestamptz AS oldest
   FROM events GROUP BY 1, 2, 3
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, min(finalized_at), count(*) >= $1 FROM done
+SELECT NULL, NULL, NULL, NULL,
+       GREATEST((SELECT min(finalized_at) FROM done HAVING count(*) >= $1),
+                (SELECT min(finalized_at) FROM batches HAVING count(*) >= $2))
 """
 
 
@@ -153,9 +162,9 @@ async def list_queues(conn: Conn) -> list[QueueSummary]:
     for r in await conn.fetch(OPEN):
         entry(r["queue"])["counts"][JobState(r["state"])] = int(r["n"])
     exact_since = now - timedelta(minutes=MINUTES)
-    for r in await conn.fetch(RECENT, DONE_SCAN_CAP):
+    for r in await conn.fetch(RECENT, DONE_SCAN_CAP, BATCH_SCAN_CAP):
         if r["queue"] is None:
-            if r["capped"] and r["oldest"] is not None:
+            if r["oldest"] is not None:  # a source stopped at its cap
                 exact_since = r["oldest"]
             continue
         series = "completions_per_minute" if r["state"] == "completed" else "failures_per_minute"

@@ -145,10 +145,13 @@ async def test_summary_reads_done_entries_up_to_the_cap_and_says_so(
 
     await client.insert_many([{}] * 4, kind="bad", max_attempts=1)
     await client.run_until_idle(["q"])
-    rows = await conn.fetch(RECENT, 3)  # the same statement with a cap of 3
+    rows = await conn.fetch(RECENT, 3, 1000)  # the same statement with a cap of 3 done rows
     (marker,) = [r for r in rows if r["queue"] is None]
-    assert marker["capped"]
+    assert marker["oldest"] is not None
     assert sum(r["n"] for r in rows if r["queue"] == "q") == 3
+    rows = await conn.fetch(RECENT, 1000, 1000)
+    (marker,) = [r for r in rows if r["queue"] is None]
+    assert marker["oldest"] is None  # nothing stopped at a cap: exact for the whole hour
     summary = await _summary(client, "q")  # the real cap is far above 4
     assert summary.failed_1h == 4
     assert DONE_SCAN_CAP > 4
