@@ -7,6 +7,7 @@ asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
@@ -44,7 +45,7 @@ from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, red
 ClientFactory = Callable[[], Awaitable[Client]]
 
 # Worker groups that only read: their success means the database answered.
-READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "probe"})
+READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "probe"})
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -62,6 +63,8 @@ class AwaApp(Guarded, App[int]):
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("K", "kinds", "Kinds", id="app.kinds"),
         Binding("L", "dlq", "DLQ", id="app.dlq"),
+        Binding("Q", "queues", "Queues", id="app.queues"),
+        Binding("G", "failure_groups", "Failures", id="app.groups"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -350,17 +353,23 @@ class AwaApp(Guarded, App[int]):
             return
         self.push_screen(HelpScreen(self.screen))
 
-    def action_kinds(self) -> None:
-        from awa_tui.screens.kinds import KindsScreen
+    def _open_once(self, module: str, name: str) -> None:
+        """Push the screen ``awa_tui.screens.<module>.<name>`` unless it is already showing."""
+        screen_type = getattr(importlib.import_module(f"awa_tui.screens.{module}"), name)
+        if not isinstance(self.screen, screen_type):
+            self.push_screen(screen_type())
 
-        if not isinstance(self.screen, KindsScreen):
-            self.push_screen(KindsScreen())
+    def action_kinds(self) -> None:
+        self._open_once("kinds", "KindsScreen")
 
     def action_dlq(self) -> None:
-        from awa_tui.screens.dlq import DlqScreen
+        self._open_once("dlq", "DlqScreen")
 
-        if not isinstance(self.screen, DlqScreen):
-            self.push_screen(DlqScreen())
+    def action_queues(self) -> None:
+        self._open_once("queues", "QueuesScreen")
+
+    def action_failure_groups(self) -> None:
+        self._open_once("failure_groups", "FailureGroupsScreen")
 
     def open_job(self, job_id: int) -> None:
         from awa_tui.screens.detail import JobDetailScreen

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from awa_tui.query import JobQuery
-from storage import JobKindDescriptor, JobRow, KindSummary, StateCounts
+from storage import (
+    AttemptSpan,
+    FailureGroup,
+    JobKindDescriptor,
+    JobRow,
+    KindSummary,
+    QueueSummary,
+    StateCounts,
+)
 
 
 @dataclass
@@ -49,6 +57,22 @@ class JobLoaded(Message):
 @dataclass
 class KindsLoaded(Message):
     kinds: list[KindSummary]
+
+
+@dataclass
+class QueuesLoaded(Message):
+    queues: list[QueueSummary]
+
+
+@dataclass
+class FailureGroupsLoaded(Message):
+    groups: list[FailureGroup]
+
+
+@dataclass
+class TimelineLoaded(Message):
+    job_id: int
+    spans: list[AttemptSpan]
 
 
 @dataclass

@@ -11,6 +11,8 @@ on a database of 10,000 terminal jobs and one of 1,000,000 (200,000 with ``--qui
 * ``list_jobs(state=None)`` (every state): first page and next 5;
 * ``list_jobs(state=FAILED)``: first page and next 5;
 * ``counts()`` (the tab counts);
+* ``list_queues()`` and ``failure_groups()`` (the on-call screens Q and G); the whole history
+  is less than an hour old here, so both read up to their caps (the worst case);
 * extra: ``get_job`` of a random compact job, and the public SQL view
   ``terminal_jobs`` filtered by ``job_id`` (what a user's SQL would do).
 
@@ -65,6 +67,7 @@ from benchmarks._harness import (
 )
 from storage import Client, Job, JobState
 from storage.counting import COUNT_CAP
+from storage.failure_groups import SCAN_CAP
 
 NAME = "browser_pages"
 BASE_JOBS = 10_000
@@ -292,6 +295,8 @@ READS: tuple[tuple[str, str], ...] = (
     ("counts", "counts()"),
     ("browse", "browse(all states): page + counts, one snapshot"),
     ("get_job", "(extra) get_job, random compact job"),
+    ("queues", "list_queues(): the Queues screen"),
+    ("groups", "failure_groups(): the Failure groups screen"),
 )
 
 
@@ -357,6 +362,14 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 if row is None or row.state is not JobState.COMPLETED:
                     raise AssertionError(f"{db.label}: job {job_id} not found completed")
                 s["get_job"].add(round_no, ms)
+                ms, (queue,) = await timed(db.client.list_queues())
+                if not queue.completed_1h <= expected or queue.failed_1h > db.jobs // 20:
+                    raise AssertionError(f"{db.label}: list_queues() says {queue}")
+                s["queues"].add(round_no, ms)
+                ms, (group,) = await timed(db.client.failure_groups())
+                if group.count != min(db.jobs // 20, SCAN_CAP):  # the newest SCAN_CAP per source
+                    raise AssertionError(f"{db.label}: failure_groups() says {group.count}")
+                s["groups"].add(round_no, ms)
         if round_no >= 0:
             parts = []
             for db in dbs:

@@ -37,16 +37,20 @@ from storage.errors import (
     UnstorableText,
 )
 from storage.events import JobEvent
+from storage.failure_groups import FailureGroupMembers
 from storage.health import Health, HealthState
 from storage.job import Job
 from storage.migrator import migrate
 from storage.models import (
+    AttemptSpan,
     DlqInfo,
+    FailureGroup,
     JobKindDescriptor,
     JobPage,
     JobRow,
     JobState,
     KindSummary,
+    QueueSummary,
     StateCounts,
 )
 from storage.names import check_schema_name
@@ -58,6 +62,7 @@ from storage.schema import Violation, schema_violations
 __all__ = [
     "MAX_OUTPUT_BYTES",
     "ArgsValidationError",
+    "AttemptSpan",
     "AwaError",
     "CallbackNotFound",
     "CallbackToken",
@@ -68,6 +73,8 @@ __all__ = [
     "DatabaseError",
     "DlqInfo",
     "ExternalCompletion",
+    "FailureGroup",
+    "FailureGroupMembers",
     "Health",
     "HealthState",
     "InvalidFilter",
@@ -85,6 +92,7 @@ __all__ = [
     "OutputError",
     "OutputSlot",
     "PermissionDenied",
+    "QueueSummary",
     "ReadOnlyError",
     "RetryAfter",
     "RuntimeFailed",

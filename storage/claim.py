@@ -1,6 +1,7 @@
-"""Claim: lock the first lane with work (priority, then queue), then read up to N live ready
-rows from its cursor in lane order (tombstoned ones are passed over), write one
-``claim_batches`` row and advance the cursor. A plain running job has no mutable per-job row.
+"""Claim: lock the first lane with work in a queue that is not paused (priority, then queue),
+then read up to N live ready rows from its cursor in lane order (tombstoned ones are passed
+over), write one ``claim_batches`` row and advance the cursor. A plain running job has no
+mutable per-job row.
 
 The lock and the claim are two statements of one transaction, so the claim is decided against
 the lane as it is under the lock. In READ COMMITTED a statement keeps the snapshot it took
@@ -20,10 +21,15 @@ from typing import Any
 from storage.db import Conn
 
 # The wait for the lane, in its own statement: whoever held the lane before has committed when
-# this returns.
+# this returns. A paused queue's lanes are passed over (``storage.queues``): one primary-key
+# probe of queue_settings per candidate lane. The flag is read through to_jsonb so that a
+# runtime of this release keeps claiming on a schema that v004 has not reached yet (no
+# ``paused`` column: the key is absent, nothing counts as paused), as it does for outputs.
 LOCK_LANE = """
-SELECT queue, priority FROM queue_lanes
+SELECT queue, priority FROM queue_lanes l
  WHERE queue = ANY($1::text[]) AND claim_seq < next_seq
+   AND NOT EXISTS (SELECT 1 FROM queue_settings qs
+                    WHERE qs.queue = l.queue AND (to_jsonb(qs) ->> 'paused')::boolean)
  ORDER BY priority, queue
  LIMIT 1
    FOR UPDATE

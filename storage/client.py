@@ -365,6 +365,12 @@ class Client:
     get_descriptor = Delegated("operations", Operations.get_descriptor)
     list_kinds = Delegated("operations", Operations.list_kinds)
     run_maintenance = Delegated("operations", Operations.run_maintenance)
+    pause_queue = Delegated("operations", Operations.pause_queue)
+    resume_queue = Delegated("operations", Operations.resume_queue)
+    list_queues = Delegated("operations", Operations.list_queues)
+    failure_groups = Delegated("operations", Operations.failure_groups)
+    failure_group_jobs = Delegated("operations", Operations.failure_group_jobs)
+    attempt_timeline = Delegated("operations", Operations.attempt_timeline)
     # Callbacks (storage.callback_ops).
     register_callback = Delegated("callback_ops", CallbackOperations.register_callback)
     wait_for_callback = Delegated("callback_ops", CallbackOperations.wait_for_callback)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -228,3 +228,118 @@ class DlqEntry(BaseModel):
     job: JobRow
     reason: str
     dlq_at: datetime
+
+
+class QueueSummary(BaseModel):
+    """One queue as the on-call view shows it (``Client.list_queues``).
+
+        ``counts`` holds the live states only (available, scheduled, retryable, running, waiting);
+        terminal history is summarised by time instead: ``completions_per_minute`` and
+        ``failures_per_minute`` cover the last hour, oldest minute first, the last item being the
+        current minute. Failures are jobs that failed for good (dead-lettered ones included), not
+        attempts that will be retried. The hour's numbers are exact from ``exact_since`` on (an
+        hour before ``read_at`` unless the read stopped at its cap). An available count in
+        ``capped`` is "at least". ``oldest_available_at`` is when the oldest available job became
+    runnable; ``lag`` is its age at ``read_at`` (None: nothing is available).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    queue: str
+    paused: bool = False
+    paused_at: datetime | None = None
+    counts: dict[JobState, int]
+    capped: frozenset[JobState] = frozenset()
+    oldest_available_at: datetime | None = None
+    completions_per_minute: list[int]
+    failures_per_minute: list[int]
+    exact_since: datetime
+    read_at: datetime
+
+    @property
+    def lag(self) -> timedelta | None:
+        if self.oldest_available_at is None:
+            return None
+        return max(self.read_at - self.oldest_available_at, timedelta(0))
+
+    @property
+    def completed_5m(self) -> int:
+        return sum(self.completions_per_minute[-5:])
+
+    @property
+    def completed_1h(self) -> int:
+        return sum(self.completions_per_minute)
+
+    @property
+    def failed_5m(self) -> int:
+        return sum(self.failures_per_minute[-5:])
+
+    @property
+    def failed_1h(self) -> int:
+        return sum(self.failures_per_minute)
+
+    @property
+    def hour_exact(self) -> bool:
+        """Whether the hour's numbers are exact (else lower bounds)."""
+        return self.exact_since <= self.read_at - timedelta(hours=1)
+
+
+class FailureGroup(BaseModel):
+    """Failed, retryable and dead-lettered jobs of one kind whose latest errors share a
+    signature (``storage.failure_groups`` gives the rule). ``count`` is their number, split by
+    where they are; with ``capped`` it is a lower bound. ``kept_output``: at least one member's
+    latest error entry kept the attempt's output."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    signature: str
+    count: int
+    failed: int
+    retryable: int
+    dead_lettered: int
+    first_seen: datetime
+    last_seen: datetime
+    sample_job_id: int
+    sample_error: str
+    kept_output: bool
+    queues: list[str]
+    capped: bool = False
+
+    @property
+    def error_class(self) -> str | None:
+        """The ``Name`` in ``Name: message``, when the error has one."""
+        head, sep, _ = self.signature.partition(": ")
+        return head if sep and head.replace(".", "").replace("_", "").isalnum() else None
+
+
+class AttemptSpan(BaseModel):
+    """One readiness of a job and the attempt claimed from it (``Client.attempt_timeline``).
+
+    ``outcome`` is how the attempt ended as storage recorded it (completed, failed, retried,
+    snoozed, cancelled, rescued, callback_timeout, completed_external, ...); None while it
+    runs or before it is claimed. ``heartbeat_at``, ``progress`` and the callback exist only
+    while the attempt is open (storage drops them when it ends).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_lease: int
+    attempt: int | None = None
+    ready_at: datetime
+    claimed_at: datetime | None = None
+    deadline_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    progress: Any = None
+    callback_id: str | None = None
+    callback_timeout_at: datetime | None = None
+    waiting: bool = False
+    ended_at: datetime | None = None
+    outcome: str | None = None
+
+    @property
+    def duration(self) -> timedelta | None:
+        """Claimed to ended, when both are known."""
+        if self.claimed_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.claimed_at

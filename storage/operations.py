@@ -6,19 +6,34 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from storage import admin, counting, descriptors, listing, maintenance, reads
-from storage.errors import AwaError, InvalidJobState, JobNotFound
+from storage import (
+    admin,
+    counting,
+    descriptors,
+    failure_groups,
+    listing,
+    maintenance,
+    queues,
+    reads,
+    timeline,
+)
+from storage.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
 from storage.events import JobEvent
-from storage.listing import ListFilter
+from storage.failure_groups import FailureGroupMembers
+from storage.listing import ListFilter, check_text
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import (
+    AttemptSpan,
+    FailureGroup,
     JobKindDescriptor,
     JobPage,
     JobRow,
     JobState,
     KindSummary,
+    QueueSummary,
     StateCounts,
 )
 from storage.names import check_stored_name
@@ -148,6 +163,57 @@ class Operations:
             done += 1
         return done
 
+    # -- queues and failure groups (storage.queues, storage.failure_groups) -------------------
+    async def pause_queue(self, queue: str) -> None:
+        """Stop every runtime on the schema claiming from ``queue`` (running jobs finish)."""
+        async with self._session.connection("pause_queue") as conn:
+            await queues.set_paused(conn, check_stored_name(queue, "Queue"), True)
+
+    async def resume_queue(self, queue: str) -> None:
+        async with self._session.connection("resume_queue") as conn:
+            await queues.set_paused(conn, check_stored_name(queue, "Queue"), False)
+
+    async def list_queues(self) -> list[QueueSummary]:
+        """One summary per queue, read in one snapshot; bounded whatever the history."""
+        async with self._session.connection("list_queues") as conn, listing.snapshot(conn):
+            return await queues.list_queues(conn)
+
+    async def failure_groups(
+        self,
+        since: datetime | timedelta | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+    ) -> list[FailureGroup]:
+        """Failed, retryable and dead-lettered jobs grouped by kind and error signature."""
+        where = ListFilter.of(kind=kind, queue=queue)
+        async with self._session.connection("failure_groups") as conn:
+            return await failure_groups.failure_groups(
+                conn, since=_since(since), kind=where.kind, queue=where.queue, limit=limit
+            )
+
+    async def failure_group_jobs(
+        self,
+        kind: str,
+        signature: str,
+        *,
+        since: datetime | timedelta | None = None,
+        queue: str | None = None,
+    ) -> FailureGroupMembers:
+        """Every job of one group, by where it is: pass them to ``bulk_action`` (``retry`` the
+        failed, ``retry_dlq`` the dead-lettered, ``cancel`` the retryable)."""
+        for what, text in (("kind", kind), ("signature", signature), ("queue", queue)):
+            check_text(what, text)
+        async with self._session.connection("failure_group_jobs") as conn:
+            return await failure_groups.group_members(
+                conn, kind, signature, since=_since(since), queue=queue
+            )
+
+    async def attempt_timeline(self, job_id: int) -> list[AttemptSpan]:
+        """The job's attempts, oldest first: claimed, heartbeat, callback, ended (one snapshot)."""
+        async with self._session.connection("attempt_timeline") as conn, listing.snapshot(conn):
+            return await timeline.attempt_timeline(conn, job_id)
+
     # -- admin --------------------------------------------------------------------------------
     async def cancel_job(self, job_id: int) -> JobRow | None:
         row = await self._admin(admin.cancel, job_id)
@@ -255,3 +321,12 @@ class Operations:
                     JobEvent("exhausted", rescued.job_id, rescued.kind, rescued.queue)
                 )
         return report
+
+
+def _since(since: datetime | timedelta | None) -> datetime | None:
+    """A moment: a timedelta means that long ago; a naive datetime is refused."""
+    if isinstance(since, timedelta):
+        return datetime.now(UTC) - since
+    if since is not None and since.tzinfo is None:
+        raise InvalidFilter("since must be an aware datetime (with a time zone) or a timedelta.")
+    return since

@@ -57,7 +57,11 @@ SELECT c.job_id, c.run_lease
 # while a retry is being written can see the retry committed, stamped after its own now().
 WORK_LEFT = f"""
 WITH {OPEN_ATTEMPTS}
-SELECT EXISTS (SELECT 1 FROM queue_lanes WHERE queue = ANY($1::text[]) AND claim_seq < next_seq)
+SELECT EXISTS (SELECT 1 FROM queue_lanes l
+                WHERE queue = ANY($1::text[]) AND claim_seq < next_seq
+                  AND NOT EXISTS (SELECT 1 FROM queue_settings qs  -- paused: not claimable
+                                   WHERE qs.queue = l.queue
+                                     AND (to_jsonb(qs) ->> 'paused')::boolean))
     OR EXISTS (SELECT 1 FROM open o
                  JOIN ready_entries r USING (job_id, run_lease)
                  LEFT JOIN attempt_state s USING (job_id, run_lease)

@@ -39,6 +39,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         Binding("escape", "back", "Back", id="detail.back"),
         Binding("r", "refresh", "Refresh", id="detail.refresh"),
         Binding("e", "errors", "Errors", id="detail.errors"),
+        Binding("t", "timeline", "Timeline", id="detail.timeline"),
         Binding("p", "pretty", "Pretty/exact", show=False, id="detail.pretty"),
         Binding("s", "schema", "Schema", id="detail.schema"),
         Binding("y", "copy", "Copy", id="detail.copy"),
@@ -247,6 +248,12 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
         if self.row is not None:
             self.app.push_screen(ErrorHistoryScreen(self.row, self.descriptor))
+
+    def action_timeline(self) -> None:
+        from awa_tui.screens.timeline import TimelineScreen
+
+        if self.row is not None:
+            self.app.push_screen(TimelineScreen(self.row))
 
     def action_pretty(self) -> None:
         panel = self.query_one(OutputPanel)

@@ -22,6 +22,9 @@ TITLES = {
     "KindsScreen": "Kinds",
     "DlqScreen": "Dead-letter queue",
     "SchemaScreen": "Output schema",
+    "QueuesScreen": "Queues",
+    "TimelineScreen": "Attempt timeline",
+    "FailureGroupsScreen": "Failure groups",
 }
 
 NOTES = (

@@ -229,6 +229,8 @@ class JobsScreen(AwaScreen):
             parts.append(f"No {self.query_state.describe()}")
         if self.has_more:
             parts.append("more below (n)")
+        if self.query_state.filter_text:  # the counts come from storage.counting, unfiltered
+            parts.append("tab counts are of every job, not this filter")
         if self.marks:
             parts.append(f"{len(self.marks)} marked")
         live = (

@@ -98,7 +98,7 @@ class JobTable(Guarded, DataTable[Text | str]):
         Binding("j", "cursor_down", "Down", show=False, id="table.down"),
         Binding("k", "cursor_up", "Up", show=False, id="table.up"),
         Binding("g", "scroll_top", "Top", show=False, id="table.top"),
-        Binding("G", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
+        Binding("end", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:

@@ -36,9 +36,12 @@ from awa_tui.screens.complete import CompleteCallbackModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.dlq import DlqScreen
 from awa_tui.screens.error_history import ErrorHistoryScreen
+from awa_tui.screens.failure_groups import FailureGroupsScreen
 from awa_tui.screens.help import HelpScreen
 from awa_tui.screens.jobs import JobsScreen
 from awa_tui.screens.kinds import KindsScreen
+from awa_tui.screens.queues import QueuesScreen
+from awa_tui.screens.timeline import TimelineScreen
 from storage import AwaError, Client, JobState
 
 ADMIN_ACTIONS = ("cancel", "retry", "delete", "complete_external")
@@ -184,7 +187,19 @@ async def detail_loaded(pilot: Pilot[Any], within: float = 10.0) -> bool:
     return False
 
 
-STOPS = ("tab", "paging", "detail", "errors", "kinds", "dlq", "completion form", "help")
+STOPS = (
+    "tab",
+    "paging",
+    "detail",
+    "errors",
+    "timeline",
+    "kinds",
+    "dlq",
+    "queues",
+    "failure groups",
+    "completion form",
+    "help",
+)
 
 
 async def tour(
@@ -204,7 +219,7 @@ async def tour(
         for _ in TABS:  # every state tab, back to All
             await step(pilot, "right_square_bracket")
             seen["tab"] += 1
-        await step(pilot, "G", "n", "end", "n", "g")  # paging on the All tab
+        await step(pilot, "end", "n", "end", "n", "g")  # paging on the All tab
         seen["paging"] += 1
         await step(pilot, "enter")
         if await reach(pilot, JobDetailScreen, within=2):
@@ -219,6 +234,9 @@ async def tour(
             await step(pilot, "e")
             if await reach(pilot, ErrorHistoryScreen, within=2):
                 seen["errors"] += 1
+            await step(pilot, "escape", "t")
+            if await reach(pilot, TimelineScreen, within=2):
+                seen["timeline"] += 1
             await back_to_jobs(pilot)
         await step(pilot, "K")
         assert await reach(pilot, KindsScreen)
@@ -238,6 +256,15 @@ async def tour(
             if await reach(pilot, CompleteCallbackModal, within=2):  # unless completed meanwhile
                 seen["completion form"] += 1
             await back_to_jobs(pilot)
+        await step(pilot, "Q")
+        assert await reach(pilot, QueuesScreen)
+        seen["queues"] += 1
+        await step(pilot, "j", "escape")
+        await step(pilot, "G")
+        assert await reach(pilot, FailureGroupsScreen)
+        seen["failure groups"] += 1
+        await step(pilot, "j", "enter")  # the browser filtered to the group
+        await back_to_jobs(pilot)
         await step(pilot, "question_mark")
         assert await reach(pilot, HelpScreen)
         seen["help"] += 1

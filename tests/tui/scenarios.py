@@ -233,6 +233,7 @@ _PIN = [
     """UPDATE claim_batches
           SET claimed_at = @B + interval '1 minute', deadline_at = @B + interval '31 minutes'""",
     "UPDATE done_entries SET finalized_at = @T + interval '4 minutes'",
+    "UPDATE attempt_closures SET closed_at = @T + run_lease * interval '1 minute' + '20 s'",
     "UPDATE receipt_completion_batches SET finalized_at = @B + interval '2 minutes'",
     """UPDATE dlq_entries SET created_at = @T, run_at = @T,
               attempted_at = @T + interval '1 minute', finalized_at = @T + interval '2 minutes',
@@ -304,6 +305,8 @@ class Screen:
     keys: tuple[str, ...] = ()
     paste: str | None = None
     confirm: bool = False
+    sql: tuple[str, ...] = ()
+    """Run after seeding, with $1 the pinned clock's now (a queue paused at a fixed time)."""
 
     async def run_before(self, pilot: Any) -> None:
         from textual import events
@@ -324,6 +327,13 @@ class Screen:
             await settle(pilot)  # the detail behind reloads only once the form closes
         freeze_cursors(pilot)
         await pilot.pause()
+
+
+PAUSE_MAIL = """
+INSERT INTO queue_settings (queue, paused, paused_at)
+VALUES ('mail', true, $1::timestamptz - interval '7 minutes')
+ON CONFLICT (queue) DO UPDATE SET paused = true, paused_at = excluded.paused_at
+"""
 
 
 INVALID_PAYMENT = '{"status": "maybe", "reference": "psp-77", "amount_cents": 4900}'
@@ -350,18 +360,23 @@ SCREENS: dict[str, Screen] = {
         ),
         Screen("kinds", keys=("K",)),
         Screen("dlq", keys=("L",)),
+        Screen("queues", keys=("Q",), sql=(PAUSE_MAIL,)),
+        Screen("failure-groups", keys=("G",)),
+        Screen("timeline", app_options=(("initial_job", 5),), keys=("t",)),
         Screen("read-only", app_options=(("read_only", True),)),
         Screen("empty", seed=False),
     )
 }
 
 
-async def _seed_only(client: Client, conn: asyncpg.Connection) -> None:
-    await seed_incident(client, conn)
-
-
 def prepare(dsn: str, schema: str, screen: Screen) -> AwaApp:
     """Seed (outside any running loop) and build the app for ``screen``."""
+
+    async def seed(client: Client, conn: asyncpg.Connection) -> None:
+        await seed_incident(client, conn)
+        for statement in screen.sql:
+            await conn.execute(statement, FIXED_NOW)
+
     if screen.seed:
-        seed_sync(dsn, schema, _seed_only)
+        seed_sync(dsn, schema, seed)
     return build_app(dsn, schema, **dict(screen.app_options))

@@ -69,6 +69,34 @@ def test_dlq(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     check(snap_compare, migrated_dsn, schema, SCREENS["dlq"])
 
 
+def test_queues(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """Q: one row per queue (default, images, mail, payments, reports, webhooks); mail is
+    "paused" in yellow with 1 available job and a lag of 80m in red, the header says 1 paused;
+    default has 1 retryable, reports 1 scheduled, webhooks 1 waiting. No completions in the
+    last hour (the seeded history is older), so the sparklines are dots. Below, the selected
+    queue's (default) detail: active, 0 completed and 0 failed in the last 5 min and hour."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["queues"])
+
+
+def test_failure_groups(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """G: three groups of one job each, signatures with numbers normalised to <n>:
+    sync_inventory "RuntimeError: upstream timed out after <n> items" (retryable job 10),
+    sync_inventory "RuntimeError: connection reset by warehouse eu-<n>" (failed job 5, whose
+    second entry kept an output: marked), charge_card "TerminalError: card declined:
+    insufficient_funds" (dead-lettered job 6, marked); the retryable group's detail below,
+    its R key dimmed (nothing to retry)."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["failure-groups"])
+
+
+def test_timeline(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """t on job 5 (sync_inventory, 3 attempts): three rows oldest first with ready, claimed and
+    ended times (UTC, the pinned claims all read 07:56:00) and the time each took; attempts 1
+    and 2 "retried" in yellow, attempt 3 "error" in red (its closure: the last error); each
+    row's error in red, cut; below, attempt 1's whole error "upstream timed out after 40
+    items"."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["timeline"])
+
+
 def test_read_only_banner(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """The browser opened with --read-only: a READ-ONLY banner under the header, and no write
     keys (Retry, Cancel, Delete, All matching) in the footer."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from awa_tui.app import make_app
 from storage import Client, JobState
-from tests.tui.live import ADMIN_ACTIONS, assert_alive, live_workload, tour
+from tests.tui.live import ADMIN_ACTIONS, STOPS, assert_alive, live_workload, tour
 from tests.tui.scenarios import SIZE
 
 SOAK_SECONDS = 30.0
@@ -27,7 +27,7 @@ async def test_console_survives_a_live_workload(migrated_dsn: str, schema: str) 
             assert_alive(app)
             await pilot.press("q")
         assert app._exception is None
-    for visited in ("tab", "paging", "detail", "errors", "kinds", "dlq", "completion form"):
+    for visited in STOPS:
         assert seen[visited] > 0, f"the tour never reached {visited}: {seen}"
     for action in ADMIN_ACTIONS:
         assert tally[action] > 0, f"the workload never did {action}: {tally}"

@@ -1,0 +1,297 @@
+"""Queues: one row per queue with its pause state, depth per live state, lag and throughput.
+
+The first questions of an incident: which queue is backing up, is it still moving, and can I
+stop it while I look. ``p`` pauses or resumes the selected queue (confirmed; refused with the
+reason in read-only mode). The rows refresh live like the browser's, and stay on screen marked
+stale while the connection is lost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Footer, Sparkline, Static
+
+from awa_tui.messages import JobsChanged, QueuesLoaded
+from awa_tui.query import JobQuery
+from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.timefmt import both
+from awa_tui.widgets.app_header import AppHeader
+from awa_tui.widgets.mode_banner import ModeBanner
+from storage import JobState, QueueSummary
+
+DEPTH = (
+    ("avail", JobState.AVAILABLE),
+    ("run", JobState.RUNNING),
+    ("wait", JobState.WAITING_EXTERNAL),
+    ("sched", JobState.SCHEDULED),
+    ("retry", JobState.RETRYABLE),
+)
+BLOCKS = " ▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 30
+"""Characters of the table's sparkline: two minutes each over the hour."""
+
+
+def sparkline_text(values: list[int], width: int = SPARK_WIDTH) -> Text:
+    """Per-minute counts as block characters, ``width`` buckets, oldest left; blank when idle."""
+    size = max(1, len(values) // width)
+    buckets = [sum(values[i : i + size]) for i in range(0, len(values), size)][-width:]
+    top = max(buckets, default=0)
+    if top == 0:
+        return Text("·" * len(buckets), style="dim")
+    chars = [BLOCKS[0 if v == 0 else max(1, round(v / top * (len(BLOCKS) - 1)))] for v in buckets]
+    return Text("".join(chars), style="green")
+
+
+def lag_text(lag: timedelta | None) -> Text:
+    if lag is None:
+        return Text("-", style="dim", justify="right")
+    seconds = lag.total_seconds()
+    if seconds < 120:
+        shown = f"{seconds:.0f}s"
+    else:
+        shown = f"{seconds / 60:.0f}m" if seconds < 7200 else f"{seconds / 3600:.0f}h"
+    style = "bold red" if seconds >= 300 else "yellow" if seconds >= 30 else ""
+    return Text(shown, style=style, justify="right")
+
+
+class QueuesScreen(AwaScreen):
+    """Enter shows the queue's jobs; ``p`` pauses or resumes it."""
+
+    WRITE_ACTIONS = frozenset({"toggle_pause"})
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", id="queues.back"),
+        Binding("enter", "jobs", "Jobs of queue", id="queues.jobs"),
+        Binding("p", "toggle_pause", "Pause/resume", id="queues.pause"),
+        Binding("r", "refresh", "Refresh", id="queues.refresh"),
+        Binding("j", "down", "Down", show=False, id="queues.down"),
+        Binding("k", "up", "Up", show=False, id="queues.up"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queues: list[QueueSummary] = []
+        self.loaded = False
+        self.stale = False
+        self.fetching = False
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(icon="≡")
+        yield ModeBanner()
+        yield Static(Text("Queues", style="bold"), id="queues-head")
+        yield DataTable(id="queues-table", cursor_type="row")
+        with Vertical(id="queue-detail"):
+            yield Static("", id="queue-summary")
+            yield Sparkline([0], id="queue-spark")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(DataTable)
+        table.add_column("queue", key="queue")
+        table.add_column("state", key="state")
+        for label, _state in DEPTH:
+            table.add_column(label, key=label)
+        table.add_column("lag", key="lag")
+        table.add_column("done 5m", key="c5")
+        table.add_column("done 1h", key="c1h")
+        table.add_column("failed 1h", key="f1h")
+        table.add_column("completions/min, last hour", key="spark")
+        table.focus()
+        self.load()
+        refresh = self.awa.settings.refresh
+        if refresh > 0:
+            self.set_interval(refresh, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current and not self.fetching:
+            self.load()
+
+    @work(exclusive=True, exit_on_error=False, group="queues")
+    async def load(self) -> None:
+        client = await self.awa.client()
+        self.fetching = True
+        try:
+            self.post_message(QueuesLoaded(await client.list_queues()))
+        finally:
+            self.fetching = False
+
+    def on_queues_loaded(self, message: QueuesLoaded) -> None:
+        self.queues = message.queues
+        self.loaded = True
+        self.stale = False
+        table = self.query_one(DataTable)
+        keep = self.current
+        table.clear()
+        now = self.awa.now()
+        for q in self.queues:
+            table.add_row(
+                Text(q.queue, style="bold"),
+                Text("paused", style="bold yellow") if q.paused else Text("active", style="green"),
+                *[_depth(q, state) for _label, state in DEPTH],
+                lag_text(_age(q.oldest_available_at, now)),
+                _count(q.completed_5m),
+                _count(q.completed_1h, exact=q.hour_exact),
+                _count(q.failed_1h, exact=q.hour_exact, style="red"),
+                sparkline_text(q.completions_per_minute),
+                key=q.queue,
+            )
+        names = [q.queue for q in self.queues]
+        if keep is not None and keep.queue in names:
+            table.move_cursor(row=names.index(keep.queue), animate=False)
+        self._head()
+        self.show_current()
+        self.refresh_bindings()
+
+    def _head(self) -> None:
+        paused = sum(q.paused for q in self.queues)
+        parts: list[str | tuple[str, str]] = [("Queues", "bold"), f" · {len(self.queues)} known"]
+        if paused:
+            parts.append((f" · {paused} paused", "bold yellow"))
+        if self.stale:
+            parts.append((" · stale: the connection is lost", "bold red"))
+        self.query_one("#queues-head", Static).update(Text.assemble(*parts))
+
+    def stale_changed(self, stale: bool) -> None:
+        """Marked while lost; when it is back, the app's JobsChanged reloads the rows."""
+        self.stale = stale
+        self._head()
+
+    def on_jobs_changed(self, message: JobsChanged) -> None:
+        self.load()
+
+    @property
+    def current(self) -> QueueSummary | None:
+        row = self.query_one(DataTable).cursor_row
+        return self.queues[row] if 0 <= row < len(self.queues) else None
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_current()
+        self.refresh_bindings()
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_jobs()
+
+    def show_current(self) -> None:
+        q = self.current
+        box = self.query_one("#queue-summary", Static)
+        spark = self.query_one("#queue-spark", Sparkline)
+        if q is None:
+            empty = "No queues yet: nothing was inserted or configured." if self.loaded else ""
+            box.update(Text(empty, style="dim"))
+            spark.display = False
+            return
+        now = self.awa.now()
+        pause = (
+            Text.assemble(("Paused", "bold yellow"), f" since {both(q.paused_at, now)}")
+            if q.paused
+            else Text("Active: runtimes claim its jobs.", style="green")
+        )
+        bound = "" if q.hour_exact else f" (at least: exact since {both(q.exact_since, now)})"
+        lines = [
+            Text.assemble(("Queue ", "bold"), (q.queue, "bold")),
+            pause,
+            Text.assemble(
+                ("Last 5 min: ", "bold"), f"{q.completed_5m:,} completed, {q.failed_5m:,} failed"
+            ),
+            Text.assemble(
+                ("Last hour: ", "bold"),
+                f"{q.completed_1h:,} completed, {q.failed_1h:,} failed{bound}",
+            ),
+            Text("Completions per minute over the last hour (oldest left):", style="dim"),
+        ]
+        box.update(Group(*lines))
+        spark.data = list(q.completions_per_minute)
+        spark.display = True
+
+    def binding_reason(self, action: str) -> str | None:
+        if action == "toggle_pause" and not self.awa.writable:
+            return self.awa.read_only_reason
+        if action in ("toggle_pause", "jobs") and (not self.is_mounted or self.current is None):
+            return "No queue is selected."
+        return None
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_refresh(self) -> None:
+        self.load()
+
+    def action_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def action_jobs(self) -> None:
+        if self.current is not None:
+            self.awa.show_jobs(JobQuery(queue=self.current.queue))
+
+    def action_toggle_pause(self) -> None:
+        q = self.current
+        if q is None or self.awa.refuse_write():
+            return
+        verb, pausing = ("Resume", False) if q.paused else ("Pause", True)
+        body = (
+            f"Pause queue {q.queue}? Every runtime on this schema stops claiming its jobs at "
+            "its next poll. Running jobs finish; new jobs are still accepted and wait."
+            if pausing
+            else f"Resume queue {q.queue}? Runtimes start claiming its "
+            f"{q.counts[JobState.AVAILABLE]:,} available jobs again at their next poll."
+        )
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed:
+                self.set_paused(q.queue, pausing)
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"{verb} queue {q.queue}?",
+                body,
+                confirm_label=f"{verb} {q.queue}",
+                keep_label="Leave it as it is",
+                danger=pausing,
+            ),
+            done,
+        )
+
+    @work(exclusive=True, exit_on_error=False, group="write")
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        client = await self.awa.client()
+        try:
+            if paused:
+                await client.pause_queue(queue)
+            else:
+                await client.resume_queue(queue)
+            self.awa.notify(f"Queue {queue} {'paused' if paused else 'resumed'}.", title="Queues")
+        finally:
+            self.load()
+
+
+def _age(moment: datetime | None, now: datetime) -> timedelta | None:
+    """The lag by the console's clock (as every time it shows), never negative."""
+    return None if moment is None else max(now - moment, timedelta(0))
+
+
+def _depth(q: QueueSummary, state: JobState) -> Text:
+    n = q.counts.get(state, 0)
+    capped = "+" if state in q.capped else ""
+    return _count(n, suffix=capped)
+
+
+def _count(value: int, *, exact: bool = True, style: str = "", suffix: str = "") -> Text:
+    if not value:
+        return Text("·", justify="right", style="dim")
+    shown = ("≥" if not exact else "") + f"{value:,}{suffix}"
+    return Text(shown, justify="right", style=style)

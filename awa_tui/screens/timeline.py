@@ -1,0 +1,173 @@
+"""``t`` in the job detail: the job's attempts as a timeline.
+
+One row per readiness of the job, oldest first: when it became ready, when it was claimed, its
+last heartbeat and progress and its callback while it runs, and how and when it ended, with the
+time it took; the error each failed attempt recorded is matched by attempt number. Everything
+comes from what storage keeps (``Client.attempt_timeline``), so an attempt older than the
+rings' retention shows with no claim, and a finished attempt has no heartbeat left.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import ClassVar
+
+import orjson
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from awa_tui.messages import TimelineLoaded
+from awa_tui.present import one_line
+from awa_tui.screens.base import AwaScreen
+from awa_tui.timefmt import absolute, relative
+from awa_tui.widgets.app_header import AppHeader
+from awa_tui.widgets.mode_banner import ModeBanner
+from storage import AttemptSpan, JobRow
+
+OUTCOME_STYLES = {
+    "completed": "green",
+    "completed_external": "green",
+    "failed": "bold red",
+    "failed_external": "bold red",
+    "error": "bold red",
+    "retried": "yellow",
+    "rescued": "bold yellow",
+    "callback_timeout": "bold yellow",
+    "cancelled": "dim",
+    "snoozed": "cyan",
+}
+
+
+def took(span: timedelta | None) -> str:
+    if span is None:
+        return "-"
+    seconds = span.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
+
+
+class TimelineScreen(AwaScreen):
+    """The attempts of one job; ``r`` re-reads them, esc goes back to the detail."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back", id="timeline.back"),
+        Binding("r", "refresh", "Refresh", id="timeline.refresh"),
+        Binding("j", "down", "Down", show=False, id="timeline.down"),
+        Binding("k", "up", "Up", show=False, id="timeline.up"),
+    ]
+
+    def __init__(self, row: JobRow) -> None:
+        super().__init__()
+        self.row = row
+        self.spans: list[AttemptSpan] = []
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(icon="≡")
+        yield ModeBanner()
+        yield Static(Text(f"Attempt timeline · job {self.row.id}", style="bold"), id="tl-head")
+        yield DataTable(id="tl-table", cursor_type="row")
+        yield Static("", id="tl-note")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one(DataTable)
+        for key, label, width in (
+            ("attempt", "att", 3),
+            ("ready", "ready", 8),
+            ("claimed", "claimed", 8),
+            ("ended", "ended", 8),
+            ("took", "took", 6),
+            ("outcome", "outcome", 12),
+            ("live", "while running", 20),
+            ("error", "error", 36),
+        ):
+            table.add_column(label, key=key, width=width)
+        table.focus()
+        self.load()
+
+    @work(exclusive=True, exit_on_error=False, group="job")
+    async def load(self) -> None:
+        client = await self.awa.client()
+        self.post_message(TimelineLoaded(self.row.id, await client.attempt_timeline(self.row.id)))
+
+    def on_timeline_loaded(self, message: TimelineLoaded) -> None:
+        if message.job_id != self.row.id:
+            return
+        self.spans = message.spans
+        now = self.awa.now()
+        errors = {e.get("attempt"): str(e.get("error", "")) for e in self.row.errors}
+        table = self.query_one(DataTable)
+        table.clear()
+        for span in self.spans:
+            outcome = span.outcome or ("waiting" if span.waiting else "running")
+            if span.claimed_at is None:
+                outcome = "not claimed"
+            table.add_row(
+                str(span.attempt) if span.attempt is not None else "-",
+                _when(span.ready_at),
+                _when(span.claimed_at),
+                _when(span.ended_at),
+                took(span.duration),
+                Text(outcome, style=OUTCOME_STYLES.get(outcome, "")),
+                _live(span, now),
+                Text(one_line(errors.get(span.attempt), 36), style="red"),
+                key=str(span.run_lease),
+            )
+        self.show_current()
+
+    @on(DataTable.RowHighlighted)
+    def show_current(self) -> None:
+        """The note: what the rows are, and the highlighted attempt's whole error."""
+        shown = len(self.spans)
+        note = Text(
+            f"{shown} readiness{'es' if shown != 1 else ''} of job {self.row.id} "
+            f"({self.row.kind}), oldest first; times UTC, first ready {_day(self.spans)}. "
+            "Heartbeat, progress and callback exist only while an attempt runs.",
+            style="dim",
+        )
+        row = self.query_one(DataTable).cursor_row
+        if 0 <= row < shown:
+            attempt = self.spans[row].attempt
+            for entry in self.row.errors:
+                if entry.get("attempt") == attempt:
+                    note.append(f"\nAttempt {attempt}: ", style="bold")
+                    note.append(str(entry.get("error", "")), style="red")
+        self.query_one("#tl-note", Static).update(note)
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_refresh(self) -> None:
+        self.load()
+
+    def action_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+
+def _when(moment: datetime | None) -> str:
+    """``07:55:00`` (UTC): the date is in the note line, and the row's order says the rest."""
+    return "-" if moment is None else absolute(moment)[11:19]
+
+
+def _day(spans: list[AttemptSpan]) -> str:
+    return absolute(spans[0].ready_at)[:10] if spans else "-"
+
+
+def _live(span: AttemptSpan, now: datetime) -> Text:
+    parts = []
+    if span.heartbeat_at is not None:
+        parts.append(f"beat {relative(span.heartbeat_at, now)}")
+    if span.progress is not None:
+        parts.append(one_line(orjson.dumps(span.progress).decode(), 24))
+    if span.callback_id is not None:
+        due = relative(span.callback_timeout_at, now)
+        parts.append(f"callback {span.callback_id[:8]}… times out {due}")
+    return Text(" · ".join(parts), style="cyan")
