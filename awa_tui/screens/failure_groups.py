@@ -43,6 +43,14 @@ def search_text(signature: str) -> str:
     return max(pieces, key=len, default="")
 
 
+def group_tab(group: FailureGroup) -> str:
+    """The browser tab that lists the group's members: their one place, else All (which
+    does not list dead-lettered jobs: the DLQ tab does)."""
+    places = {"failed": group.failed, "retryable": group.retryable, "dlq": group.dead_lettered}
+    present = [tab for tab, count in places.items() if count]
+    return present[0] if len(present) == 1 else "all"
+
+
 class FailureGroupsScreen(AwaScreen):
     """The largest groups first; the detail shows the sample error and where members are."""
 
@@ -221,8 +229,16 @@ class FailureGroupsScreen(AwaScreen):
 
     def action_jobs(self) -> None:
         g = self.current
-        if g is not None:
-            self.awa.show_jobs(JobQuery(kind=g.kind, search=search_text(g.signature) or None))
+        if g is None:
+            return
+        tab = group_tab(g)
+        self.awa.show_jobs(JobQuery(tab=tab, kind=g.kind, search=search_text(g.signature) or None))
+        if tab == "all" and g.dead_lettered:
+            self.notify(
+                f"{g.dead_lettered} of this group's jobs are dead-lettered: the DLQ tab (0) "
+                "lists them with this filter.",
+                title="Failure group",
+            )
 
     def action_open_sample(self) -> None:
         if self.current is not None:

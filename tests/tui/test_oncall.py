@@ -145,6 +145,36 @@ async def test_twelve_smtp_failures_are_one_group_of_twelve_and_retry_together(
         assert "Nothing is failing." in text_of(app.screen.query_one("#group-summary"))
 
 
+async def test_enter_on_a_dead_lettered_group_opens_the_dlq_tab_with_its_jobs(
+    migrated_dsn: str, schema: str, client: Client
+) -> None:
+    """The All tab does not list dead-lettered jobs: a group that lives in the DLQ opens there,
+    or the browser would show an empty page for a group of four."""
+
+    @client.task(kind="charge", queue="payments")
+    async def charge(job: Job[dict[str, Any]]) -> None:
+        raise ValueError(f"card declined for order {job.args['order']}")
+
+    await client.configure_queue("payments", dlq=True)
+    await client.insert_many([{"order": n} for n in range(4)], kind="charge", max_attempts=1)
+    await client.run_until_idle(["payments"])
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("G")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, FailureGroupsScreen)
+        assert screen.current is not None
+        assert screen.current.dead_lettered == 4
+        await pilot.press("enter")
+        await settle(pilot)
+        jobs = app.screen
+        assert isinstance(jobs, JobsScreen)
+        assert jobs.query_state.tab == "dlq"
+        assert len(jobs.query_one(JobTable).jobs) == 4
+
+
 async def test_group_keys_say_why_they_do_not_apply(
     migrated_dsn: str, schema: str, incident: Incident
 ) -> None:
