@@ -11,7 +11,7 @@ can show a connection string or an error without its password, ``encode_output``
 from __future__ import annotations
 
 from storage.callbacks import ExternalCompletion
-from storage.client import Client, TaskSpec, kind_of
+from storage.client import Client
 from storage.errors import (
     ArgsValidationError,
     AwaError,
@@ -53,6 +53,7 @@ from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.schema import Violation, schema_violations
+from storage.tasks import Tasks, TaskSpec, kind_of
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -94,6 +95,7 @@ __all__ = [
     "StartFailed",
     "StateCounts",
     "TaskSpec",
+    "Tasks",
     "TerminalError",
     "UnknownKind",
     "Violation",

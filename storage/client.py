@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -17,12 +15,11 @@ import orjson
 from storage import callbacks, reads
 from storage.batcher import CompletionBatcher
 from storage.callbacks import ExternalCompletion
-from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
 from storage.db import acquire, create_pool, translate_errors
 from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
-    ArgsValidationError,
     AwaError,
+    ConfigError,
     DatabaseError,
     ReadOnlyError,
     SchemaNotMigrated,
@@ -41,18 +38,17 @@ from storage.models import JobKindDescriptor, JobRow, JobState
 from storage.names import channel, check_stored_name
 from storage.notices import NoticeListener
 from storage.operations import Operations
-from storage.payload import build_payload
 from storage.results import CallbackToken
 from storage.runtime import Runtime
 from storage.schema_probe import OutputColumnsProbe
 from storage.supervise import describe, is_transient
+from storage.tasks import Tasks, TaskSpec
 from storage.transitions import Ended
 from storage.typed_output import declared_output
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 log = logging.getLogger("storage")
 
-_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
 SCHEMA_READY = "SELECT to_regclass(current_schema() || '.ready_entries') IS NOT NULL"
 SET_QUEUE = """
@@ -61,43 +57,25 @@ ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
 """
 
 
-def kind_of(args_type: type) -> str:
-    """``SyncInventory`` -> ``sync_inventory``."""
-    return _CAMEL.sub("_", args_type.__name__).lower()
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    kind: str
-    handler: Callable[[Job[Any]], Awaitable[Any]]
-    args_type: type | None
-    output_type: type | None
-    queue: str
-
-    @property
-    def args_type_name(self) -> str:
-        return self.args_type.__name__ if self.args_type is not None else "dict"
-
-
-@dataclass(frozen=True)
-class CompletedSpec:
-    build: Callable[[JobRow], Any]
-    options: dict[str, Any]
-
-
 class Client(Operations):
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``."""
 
-    def __init__(self, pool: asyncpg.Pool, schema: str, dsn: str | None, read_only: bool) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        schema: str,
+        dsn: str | None,
+        read_only: bool,
+        tasks: Tasks | None = None,
+    ) -> None:
         self.pool = pool
         self.schema = schema
         self.dsn = dsn
         self.read_only = read_only
         self.metrics = OutputMetrics()
         self.events = EventBus()
-        self._tasks: dict[str, TaskSpec] = {}
+        self.registry = tasks if tasks is not None else Tasks()
         self._descriptors: dict[str, JobKindDescriptor] = {}
-        self._completed_specs: dict[str, list[CompletedSpec]] = {}
         self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self._runtime: Runtime | None = None
@@ -106,6 +84,7 @@ class Client(Operations):
             {
                 self._channel("callback"): self._on_callback_notice,
                 self._channel("cancel"): self._on_cancel_notice,
+                self._channel("ready"): self._on_ready_notice,
             },
             self._on_listener_lost,
         )
@@ -122,8 +101,11 @@ class Client(Operations):
         read_only: bool = False,
         max_connections: int = 10,
         command_timeout: float | None = 60,
+        tasks: Tasks | None = None,
     ) -> Self:
         """Open a pool on ``schema`` and check that the schema is migrated.
+
+        ``tasks``: a registry declared at import time (``storage.Tasks``), shared, not copied.
 
         A statement running longer than ``command_timeout`` seconds is cancelled and raises
         ``OperationTimeout`` naming the call (None: no limit).
@@ -135,7 +117,7 @@ class Client(Operations):
             read_only=read_only,
             command_timeout=command_timeout,
         )
-        client = cls(pool, schema, dsn, read_only)
+        client = cls(pool, schema, dsn, read_only, tasks)
         client._loop = asyncio.get_running_loop()
         try:
             async with acquire(pool, dsn, "connect") as conn:
@@ -165,7 +147,7 @@ class Client(Operations):
         await self.shutdown()
         await self.pool.close()
 
-    # -- tasks --------------------------------------------------------------------------------
+    # -- tasks (the registry lives in storage.tasks) ----------------------------------------
     def task(
         self,
         args_type: type | None = None,
@@ -174,101 +156,26 @@ class Client(Operations):
         output: type | None = None,
         queue: str = "default",
     ) -> Callable[[F], F]:
-        """Register the decorated coroutine as the handler of a kind (from ``args_type``)."""
-        if kind is None:
-            if args_type is None:
-                raise AwaError("A task needs an args type or an explicit kind.")
-            kind = kind_of(args_type)
-        resolved_kind = check_stored_name(kind, "Kind")
-        check_stored_name(queue, "Queue")
-
-        def decorate(handler: F) -> F:
-            self._tasks[resolved_kind] = TaskSpec(resolved_kind, handler, args_type, output, queue)
-            return handler
-
-        return decorate
+        """Register a handler in this client's registry; see ``Tasks.task``."""
+        return self.registry.task(args_type, kind=kind, output=output, queue=queue)
 
     def on_completed(
         self, kind: str, build: Callable[[JobRow], Any], **insert_options: Any
     ) -> None:
-        """Enqueue follow-ups when a job of ``kind`` completes, in its completion transaction.
-
-        ``build`` receives the completed row with ``output`` cleared (no spec can derive a
-        follow-up from an output) and returns args, a list of args, or None. Jobs of a kind
-        with specs complete on the general path.
-        """
-        self._completed_specs.setdefault(kind, []).append(CompletedSpec(build, insert_options))
-
-    def completed_follow_ups(self, row: JobRow) -> list[NewJob]:
-        """The follow-ups registered specs build for ``row`` (its output is never passed)."""
-        row = row.model_copy(update={"output_text": None, "has_output": False})
-        jobs: list[NewJob] = []
-        for spec in self._completed_specs.get(row.kind, []):
-            built = spec.build(row)
-            for args in built if isinstance(built, list) else [] if built is None else [built]:
-                jobs.append(self.build_job(args, spec.options))
-        return jobs
-
-    def has_completed_specs(self, kind: str) -> bool:
-        return bool(self._completed_specs.get(kind))
+        """Enqueue follow-ups when ``kind`` completes; see ``Tasks.on_completed``."""
+        self.registry.on_completed(kind, build, **insert_options)
 
     def _local_output_model(self, kind: str) -> type | None:
-        """The output model this client registered for ``kind``; see ``storage.typed_output``."""
-        spec = self._tasks.get(kind)
-        return spec.output_type if spec is not None else None
-
-    def task_spec(self, kind: str) -> TaskSpec | None:
-        return self._tasks.get(kind)
+        return self.registry.output_model(kind)
 
     @property
     def tasks(self) -> dict[str, TaskSpec]:
-        return dict(self._tasks)
+        return self.registry.specs
 
     # -- inserting ----------------------------------------------------------------------------
     def build_job(self, args: Any, options: dict[str, Any]) -> NewJob:
         """Validate and serialize one job (also used by ``Job.stage``)."""
-        options = dict(options)
-        kind = options.pop("kind", None)
-        queue = options.pop("queue", None)
-        priority = options.pop("priority", 2)
-        max_attempts = options.pop("max_attempts", 25)
-        run_at = options.pop("run_at", None)
-        tags = options.pop("tags", ())
-        metadata = options.pop("metadata", None)
-        if options:
-            raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
-        if kind is None:
-            if isinstance(args, dict):
-                raise UnknownKind("A job given as a dict needs kind=...")
-            kind = kind_of(type(args))
-        check_stored_name(kind, "Kind")
-        if queue is not None:
-            check_stored_name(queue, "Queue")
-        spec = self._tasks.get(kind)
-        if spec is not None and spec.args_type is not None and not isinstance(args, spec.args_type):
-            try:
-                decode_value(args, spec.args_type)
-            except (JsonDecodeMismatch, TypeError) as exc:
-                raise ArgsValidationError(
-                    f"Args for kind {kind!r} do not match {spec.args_type_name}: {exc}"
-                ) from exc
-        if not 1 <= priority <= 4:
-            raise AwaError(f"Priority must be between 1 (highest) and 4, not {priority}.")
-        if max_attempts < 1:
-            raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
-        try:
-            args_json = to_json_text(args)
-        except JsonConversionError as exc:
-            raise ArgsValidationError(f"Args for kind {kind!r} cannot be stored: {exc}") from exc
-        return NewJob(
-            kind=kind,
-            queue=queue or (spec.queue if spec else "default"),
-            args_json=args_json,
-            priority=priority,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            payload=build_payload(metadata=metadata, tags=tuple(tags)),
-        )
+        return self.registry.build_job(args, options)
 
     async def insert(self, args: Any, **options: Any) -> JobRow:
         """Insert one job; returns it as stored (``available`` or ``scheduled``)."""
@@ -281,7 +188,7 @@ class Client(Operations):
         if not jobs:
             return []
         async with self._connection("insert_many") as conn:
-            for kind in {job.kind for job in jobs} - self._tasks.keys():
+            for kind in {job.kind for job in jobs} - self.registry.specs.keys():
                 if not await conn.fetchval(KIND_KNOWN, kind):
                     raise UnknownKind(
                         f"No handler or descriptor is known for kind {kind!r}; "
@@ -461,7 +368,7 @@ class Client(Operations):
     # -- runtime ------------------------------------------------------------------------------
     async def start(
         self,
-        queues: Sequence[str] | None = None,
+        queues: Sequence[str] | Mapping[str, int] | None = None,
         *,
         concurrency: int = 64,
         claim_size: int = 256,
@@ -473,7 +380,8 @@ class Client(Operations):
         maintenance_interval: float | None = 1.0,
         give_up_after: float | None = None,
     ) -> None:
-        """Start running jobs from ``queues`` (default: the registered tasks' queues).
+        """Start running jobs from ``queues`` (default: the registered tasks' queues); a mapping
+        such as ``{"mail": 8}`` also caps how many of each queue's handlers run at once here.
 
         A start that fails raises and leaves the client as it was: ``start()`` may be called
         again. ``give_up_after``: seconds a background loop may keep failing on connection
@@ -486,14 +394,12 @@ class Client(Operations):
                     "it again."
                 )
             raise AwaError("This client is already running.")
-        chosen = (
-            [check_stored_name(q, "Queue") for q in queues]
-            if queues is not None
-            else sorted({s.queue for s in self._tasks.values()})
-        )
+        limits = queue_limits(queues)
+        chosen = [check_stored_name(q, "Queue") for q in queues or self.registry.queues()]
         runtime = Runtime(
             self,
             chosen or ["default"],
+            queue_limits=limits,
             concurrency=concurrency,
             claim_size=claim_size,
             claim_threshold=claim_threshold,
@@ -524,11 +430,12 @@ class Client(Operations):
         """The runtime's health: stopped, running, degraded (since, why) or failed (why)."""
         return self._runtime.health if self._runtime is not None else STOPPED
 
-    async def shutdown(self, *, abandon: bool = False) -> None:
-        """Stop the runtime, letting running handlers finish (or abandoning them)."""
+    async def shutdown(self, *, abandon: bool = False, grace: float | None = None) -> None:
+        """Stop the runtime, letting running handlers finish (within ``grace`` seconds, when
+        given) or abandoning them; abandoned attempts run again once maintenance rescues them."""
         runtime, self._runtime = self._runtime, None
         if runtime is not None:
-            await runtime.stop(abandon=abandon)
+            await runtime.stop(abandon=abandon, grace=grace)
         await self.batcher.drain()
         await self.notices.close()
 
@@ -614,6 +521,20 @@ class Client(Operations):
         job_id, _, run_lease = str(payload).partition(":")
         if self._runtime is not None and run_lease:
             self._runtime.cancel_attempt(int(job_id), int(run_lease))
+
+    def _on_ready_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        if self._runtime is not None:
+            self._runtime.work_arrived(str(payload))
+
+
+def queue_limits(queues: Sequence[str] | Mapping[str, int] | None) -> dict[str, int]:
+    """The per-queue caps of ``start(queues={"mail": 8})``; none for a plain list."""
+    if not isinstance(queues, Mapping):
+        return {}
+    for queue, limit in queues.items():
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"The limit of queue {queue!r} must be a whole number of at least 1.")
+    return dict(queues)
 
 
 def _start_error(exc: BaseException, step: str) -> BaseException:

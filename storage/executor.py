@@ -28,7 +28,8 @@ from storage.supervise import retry_transient
 from storage.transitions import AttemptRecord, Ended, Failure
 
 if TYPE_CHECKING:
-    from storage.client import Client, TaskSpec
+    from storage.client import Client
+    from storage.tasks import TaskSpec
 
 Handler = Callable[[Job[Any]], Awaitable[Any]]
 
@@ -71,7 +72,7 @@ def build_job(claimed: ClaimedJob, spec: TaskSpec | None, client: Client) -> Job
 
 async def run_attempt(client: Client, claimed: ClaimedJob, job_holder: list[Job[Any]]) -> Ended:
     """Run the handler for ``claimed`` and finalize its attempt. Never raises for handler errors."""
-    spec = client.task_spec(claimed.kind)
+    spec = client.registry.spec(claimed.kind)
     ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
     record = AttemptRecord(
         ref=ref,
@@ -216,9 +217,12 @@ async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) 
     if record.output_text is not None and not supported:
         _drop(client, claimed, record.output_text, "schema_missing")
         record.output_text = None
-    if client.has_completed_specs(claimed.kind) and record.poisoned is None:
+    if client.registry.has_completed_specs(claimed.kind) and record.poisoned is None:
         try:
-            record.staged = [*record.staged, *client.completed_follow_ups(_completed_row(claimed))]
+            record.staged = [
+                *record.staged,
+                *client.registry.completed_follow_ups(_completed_row(claimed)),
+            ]
         except Exception as exc:
             record.poisoned = f"completed spec failed: {_describe(exc)}"
     general = (

@@ -71,3 +71,12 @@ unresolved AS MATERIALIZED (
        AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
                         WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[u.job_id])
 )"""
+
+# Wakes the runtimes LISTENing for work in the queue named by the expression ``{queue}``
+# (storage.wakeup). PostgreSQL delivers identical notices of one transaction once, so a bulk
+# insert wakes each queue once. A queue name too long for a notice payload sends '' instead,
+# which wakes every runtime of the schema.
+READY_NOTICE = (
+    "pg_notify('awa_ready_' || current_schema(), "
+    "CASE WHEN octet_length({queue}) < 7900 THEN {queue} ELSE '' END)"
+)
