@@ -5,6 +5,8 @@ Usage::
     awa-tui --dsn postgresql://user@host/db [--schema awa] [--read-only] [--refresh 2]
             [--job ID] [--kind KIND] [--state STATE]
     awa-tui migrate --dsn postgresql://user@host/db
+    awa-tui worker myapp.jobs:tasks [--dsn ...] [--schema awa] [--queues a,b | a=8,b=2]
+            [--concurrency 64] [--grace 30] [--max-connections 10]
     awa-tui --demo
 
 The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq
@@ -12,7 +14,8 @@ environment (``PGHOST``, ``PGUSER``, ... and ``~/.pgpass``). Passwords are never
 
 Exit codes:
 
-    0  ok (the console was closed, or the migration ran)
+    0  ok (the console was closed, the migration ran, or a worker stopped on SIGTERM/SIGINT)
+    1  a worker's runtime failed (a loop gave up; its warnings say why)
     2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
     4  the schema is not migrated (run ``awa-tui migrate``)
@@ -59,7 +62,8 @@ REFRESH_DEFAULT = 2.0
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="awa-tui",
-        description="Inspect and repair jobs in Awa-style Postgres queue storage.",
+        description="Inspect and repair jobs in Awa-style Postgres queue storage. "
+        "Subcommands: migrate, worker MODULE:TASKS (see `awa-tui worker --help`).",
         epilog=(
             "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
             "5 permission denied, 6 timed out, 70 internal error, 130 interrupted."
@@ -124,7 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["worker"]:
+        from awa_tui.worker import run_worker
+
+        return run_worker(words[1:])
+    args = build_parser().parse_args(words)
     if args.refresh < 0:
         return fail("--refresh must be 0 (paused) or a number of seconds.", EXIT_USAGE)
     if args.state is not None:

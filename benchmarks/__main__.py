@@ -21,6 +21,7 @@ CASES = (
     "retry_storm",
     "browser_pages",
     "console_keys",
+    "wakeup",
     "peers",
 )
 QUICK = [case for case in CASES if case != "peers"]

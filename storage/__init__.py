@@ -38,6 +38,7 @@ from storage.errors import (
 from storage.events import JobEvent
 from storage.health import Health, HealthState
 from storage.job import Job
+from storage.maintenance import MaintenanceSettings
 from storage.migrator import migrate
 from storage.models import (
     DlqInfo,
@@ -81,6 +82,7 @@ __all__ = [
     "JobRow",
     "JobState",
     "KindSummary",
+    "MaintenanceSettings",
     "OperationTimeout",
     "OutputError",
     "OutputSlot",
