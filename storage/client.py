@@ -19,7 +19,6 @@ from storage.db import acquire, create_pool, translate_errors
 from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
     AwaError,
-    ConfigError,
     DatabaseError,
     ReadOnlyError,
     SchemaNotMigrated,
@@ -39,7 +38,7 @@ from storage.names import channel, check_stored_name
 from storage.notices import NoticeListener
 from storage.operations import Operations
 from storage.results import CallbackToken
-from storage.runtime import Runtime
+from storage.runtime import Runtime, queue_limits
 from storage.schema_probe import OutputColumnsProbe
 from storage.supervise import describe, is_transient
 from storage.tasks import Tasks, TaskSpec
@@ -525,16 +524,6 @@ class Client(Operations):
     def _on_ready_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         if self._runtime is not None:
             self._runtime.work_arrived(str(payload))
-
-
-def queue_limits(queues: Sequence[str] | Mapping[str, int] | None) -> dict[str, int]:
-    """The per-queue caps of ``start(queues={"mail": 8})``; none for a plain list."""
-    if not isinstance(queues, Mapping):
-        return {}
-    for queue, limit in queues.items():
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"The limit of queue {queue!r} must be a whole number of at least 1.")
-    return dict(queues)
 
 
 def _start_error(exc: BaseException, step: str) -> BaseException:

@@ -19,7 +19,7 @@ from storage import claim, executor
 from storage.claim import ClaimedJob
 from storage.db import Conn
 from storage.descriptors import SYNC_INTERVAL_SECONDS
-from storage.errors import RuntimeFailed
+from storage.errors import ConfigError, RuntimeFailed
 from storage.finalize import AttemptRef
 from storage.health import Health
 from storage.job import Job
@@ -226,14 +226,14 @@ class Runtime:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
     def _queue_room(self) -> dict[str, int]:
-        """Our queues with room for another handler, and that room (capped queues only)."""
+        """Our queues with room for another handler, and that room (uncapped: ``concurrency``)."""
         if not self.queue_limits:
-            return dict.fromkeys(self.queues, self.claim_size)
+            return dict.fromkeys(self.queues, self.concurrency)
         running: dict[str, int] = {}
         for claimed, _, _ in self.inflight.values():
             running[claimed.queue] = running.get(claimed.queue, 0) + 1
         room = {
-            q: self.queue_limits.get(q, self.claim_size) - running.get(q, 0) for q in self.queues
+            q: self.queue_limits.get(q, self.concurrency) - running.get(q, 0) for q in self.queues
         }
         return {q: n for q, n in room.items() if n > 0}
 
@@ -319,3 +319,13 @@ class Runtime:
 
     def has_state(self, ref: AttemptRef) -> bool:
         return ref.key in self.stated
+
+
+def queue_limits(queues: Sequence[str] | Mapping[str, int] | None) -> dict[str, int]:
+    """The per-queue caps of ``start(queues={"mail": 8})``; none for a plain list."""
+    if not isinstance(queues, Mapping):
+        return {}
+    for queue, limit in queues.items():
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"The limit of queue {queue!r} must be a whole number of at least 1.")
+    return dict(queues)

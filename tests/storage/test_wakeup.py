@@ -13,9 +13,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 from pydantic import BaseModel
 
-from storage import Client, Job, JobState, Tasks
+from storage import Client, ConfigError, HealthState, Job, JobState, Tasks
 from storage.db import connect_once
 
 POLL = 5.0  # seconds: long enough that a pick-up by polling would fail the bound below
@@ -157,3 +158,12 @@ async def test_shutdown_grace_abandons_a_handler_that_overruns(client: Client) -
     job = await client.get_job(row.id)
     assert job is not None
     assert job.state is JobState.RUNNING  # left open: maintenance rescues it later
+
+
+@pytest.mark.parametrize("cap", [0, -1, 2.5, True])
+async def test_a_queue_cap_must_be_a_whole_number_of_at_least_one(
+    client: Client, cap: object
+) -> None:
+    with pytest.raises(ConfigError, match="must be a whole number of at least 1"):
+        await client.start(queues={"mail": cap})  # type: ignore[dict-item]
+    assert client.health.state is HealthState.STOPPED
