@@ -226,6 +226,7 @@ async def serve(settings: WorkerSettings) -> int:
         while not stop.is_set():
             health = client.health
             if health.state is HealthState.FAILED:
+                await client.shutdown(grace=settings.grace)
                 await client.close()
                 return fail(
                     f"the runtime failed ({health.reason}) after starting {started} jobs; "
