@@ -7,6 +7,8 @@ Usage::
     awa-tui migrate --dsn postgresql://user@host/db
     awa-tui serve [--dsn ...] [--schema awa] [--host 127.0.0.1] [--port 8080] [--read-only]
                   [--no-auth]            (the HTTP API; see docs/http-api.md)
+    awa-tui worker myapp.jobs:tasks [--dsn ...] [--schema awa] [--queues a,b | a=8,b=2]
+            [--concurrency 64] [--grace 30] [--max-connections 10]
     awa-tui --demo
 
 The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq
@@ -14,7 +16,9 @@ environment (``PGHOST``, ``PGUSER``, ... and ``~/.pgpass``). Passwords are never
 
 Exit codes:
 
-    0  ok (the console was closed, the migration ran, or ``serve`` was stopped by SIGTERM)
+    0  ok (the console was closed, the migration ran, ``serve`` was stopped by SIGTERM, or a
+       worker stopped on SIGTERM/SIGINT)
+    1  a worker's runtime failed (a loop gave up; its warnings say why)
     2  usage or configuration error (bad option, bad DSN, bad schema name, demo unavailable;
        for ``serve``: no AWA_API_TOKEN, --no-auth on a non-loopback host, port taken)
     3  cannot connect (server unreachable, login refused, database missing, connection lost)
@@ -62,11 +66,13 @@ REFRESH_DEFAULT = 2.0
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="awa-tui",
-        description="Inspect and repair jobs in Awa-style Postgres queue storage.",
+        description="Inspect and repair jobs in Awa-style Postgres queue storage. "
+        "Subcommands: migrate, worker MODULE:TASKS, serve (see `awa-tui worker --help`, "
+        "`awa-tui serve --help`).",
         epilog=(
             "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
-            "5 permission denied, 6 timed out, 70 internal error, 130 interrupted. "
-            "`awa-tui serve --help`: the HTTP API."
+            "5 permission denied, 6 timed out, 70 internal error, 130 interrupted; a worker "
+            "also exits 1 when its runtime fails."
         ),
     )
     parser.add_argument(
@@ -136,6 +142,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from awa_tui.http.serve import main as serve
 
         return serve(argv[1:])
+    if argv[:1] == ["worker"]:
+        from awa_tui.worker import run_worker
+
+        return run_worker(argv[1:])
     args = build_parser().parse_args(argv)
     if args.refresh < 0:
         return fail("--refresh must be 0 (paused) or a number of seconds.", EXIT_USAGE)

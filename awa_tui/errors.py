@@ -28,6 +28,7 @@ from storage import (
 Severity = Literal["information", "warning", "error"]
 
 EXIT_OK = 0
+EXIT_RUNTIME_FAILED = 1  # awa-tui worker: a runtime loop gave up (see the warnings logged)
 EXIT_USAGE = 2
 EXIT_CONNECT = 3
 EXIT_SCHEMA = 4

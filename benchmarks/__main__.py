@@ -25,6 +25,7 @@ CASES = (
     "browser_pages",
     "console_keys",
     "http_completions",
+    "wakeup",
     "peers",
 )
 QUICK = [case for case in CASES if case != "peers"]

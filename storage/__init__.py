@@ -11,7 +11,7 @@ can show a connection string or an error without its password, ``encode_output``
 from __future__ import annotations
 
 from storage.callbacks import ExternalCompletion
-from storage.client import Client, TaskSpec, kind_of
+from storage.client import Client
 from storage.errors import (
     ArgsValidationError,
     AwaError,
@@ -40,6 +40,7 @@ from storage.events import JobEvent
 from storage.failure_groups import FailureGroupMembers
 from storage.health import Health, HealthState
 from storage.job import Job
+from storage.maintenance import MaintenanceSettings
 from storage.migrator import migrate
 from storage.models import (
     AttemptSpan,
@@ -58,6 +59,7 @@ from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.schema import Violation, schema_violations
+from storage.tasks import Tasks, TaskSpec, kind_of
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -88,6 +90,7 @@ __all__ = [
     "JobRow",
     "JobState",
     "KindSummary",
+    "MaintenanceSettings",
     "OperationTimeout",
     "OutputError",
     "OutputSlot",
@@ -103,6 +106,7 @@ __all__ = [
     "StartFailed",
     "StateCounts",
     "TaskSpec",
+    "Tasks",
     "TerminalError",
     "UnknownKind",
     "UnstorableText",

@@ -14,6 +14,7 @@ after the lock is held, so it sees everything every earlier lock holder committe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -104,13 +105,20 @@ class ClaimedJob:
 
 
 async def claim_batch(
-    conn: Conn, queues: list[str], limit: int, deadline_seconds: float
+    conn: Conn,
+    queues: list[str],
+    limit: int,
+    deadline_seconds: float,
+    queue_room: Mapping[str, int] | None = None,
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work."""
+    """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work, and no
+    more than ``queue_room`` allows for that lane's queue."""
     async with conn.transaction():
         lane = await conn.fetchrow(LOCK_LANE, queues)
         if lane is None:
             return []
+        if queue_room is not None:
+            limit = min(limit, queue_room.get(lane["queue"], limit))
         rows = await conn.fetch(
             CLAIM_BATCH, lane["queue"], lane["priority"], limit, deadline_seconds
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -16,26 +15,22 @@ import orjson
 from storage import reads
 from storage.batcher import CompletionBatcher
 from storage.callback_ops import CallbackOperations
-from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
 from storage.db import acquire, create_pool
 from storage.enqueue import NewJob, insert_jobs
 from storage.errors import (
-    ArgsValidationError,
-    AwaError,
     SchemaNotMigrated,
     UnknownKind,
 )
 from storage.events import JobEvent, Listener
 from storage.health import Health
-from storage.job import Job
 from storage.metrics import OutputMetrics
 from storage.migrator import LATEST_VERSION
 from storage.models import JobRow, JobState
 from storage.names import channel, check_stored_name
 from storage.notices import NoticeListener
 from storage.operations import Operations
-from storage.payload import build_payload
 from storage.session import Delegated, Session
+from storage.tasks import Tasks, TaskSpec
 from storage.typed_output import declared_output
 from storage.worker import Worker
 
@@ -50,30 +45,6 @@ ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
 """
 
 
-def kind_of(args_type: type) -> str:
-    """``SyncInventory`` -> ``sync_inventory``."""
-    return _CAMEL.sub("_", args_type.__name__).lower()
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    kind: str
-    handler: Callable[[Job[Any]], Awaitable[Any]]
-    args_type: type | None
-    output_type: type | None
-    queue: str
-
-    @property
-    def args_type_name(self) -> str:
-        return self.args_type.__name__ if self.args_type is not None else "dict"
-
-
-@dataclass(frozen=True)
-class CompletedSpec:
-    build: Callable[[JobRow], Any]
-    options: dict[str, Any]
-
-
 class Client:
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``.
 
@@ -82,17 +53,23 @@ class Client:
     whose methods it publishes under their own names. The runtime sees it as a ``WorkerHost``.
     """
 
-    def __init__(self, pool: asyncpg.Pool, schema: str, dsn: str | None, read_only: bool) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        schema: str,
+        dsn: str | None,
+        read_only: bool,
+        tasks: Tasks | None = None,
+    ) -> None:
         self.pool = pool
         self.schema = schema
         self.dsn = dsn
         self.read_only = read_only
         self.session = Session(pool, dsn)
         self.events = self.session.events
-        self._tasks: dict[str, TaskSpec] = {}
-        self._completed_specs: dict[str, list[CompletedSpec]] = {}
+        self.registry = tasks if tasks is not None else Tasks()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
-        self.operations = Operations(self.session, lambda: self._tasks)
+        self.operations = Operations(self.session, lambda: self.registry.specs)
         self.worker = Worker(self, self.session)
         self.callback_ops = CallbackOperations(self.session, self.worker, self._local_output_model)
         self.notices = NoticeListener(
@@ -100,6 +77,7 @@ class Client:
             {
                 channel("callback", schema): self.callback_ops.on_notice,
                 channel("cancel", schema): self.worker.on_cancel_notice,
+                channel("ready", schema): self.worker.on_ready_notice,
             },
             self.callback_ops.on_listener_lost,
         )
@@ -114,8 +92,11 @@ class Client:
         read_only: bool = False,
         max_connections: int = 10,
         command_timeout: float | None = 60,
+        tasks: Tasks | None = None,
     ) -> Self:
         """Open a pool on ``schema`` and check that the schema is migrated.
+
+        ``tasks``: a registry declared at import time (``storage.Tasks``), shared, not copied.
 
         A statement running longer than ``command_timeout`` seconds is cancelled and raises
         ``OperationTimeout`` naming the call (None: no limit).
@@ -127,7 +108,7 @@ class Client:
             read_only=read_only,
             command_timeout=command_timeout,
         )
-        client = cls(pool, schema, dsn, read_only)
+        client = cls(pool, schema, dsn, read_only, tasks)
         client.callback_ops.loop = asyncio.get_running_loop()
         try:
             async with acquire(pool, dsn, "connect") as conn:
@@ -157,7 +138,7 @@ class Client:
         await self.shutdown()
         await self.pool.close()
 
-    # -- tasks --------------------------------------------------------------------------------
+    # -- tasks (the registry lives in storage.tasks) ----------------------------------------
     def task(
         self,
         args_type: type | None = None,
@@ -166,101 +147,35 @@ class Client:
         output: type | None = None,
         queue: str = "default",
     ) -> Callable[[F], F]:
-        """Register the decorated coroutine as the handler of a kind (from ``args_type``)."""
-        if kind is None:
-            if args_type is None:
-                raise AwaError("A task needs an args type or an explicit kind.")
-            kind = kind_of(args_type)
-        resolved_kind = check_stored_name(kind, "Kind")
-        check_stored_name(queue, "Queue")
-
-        def decorate(handler: F) -> F:
-            self._tasks[resolved_kind] = TaskSpec(resolved_kind, handler, args_type, output, queue)
-            return handler
-
-        return decorate
+        """Register a handler in this client's registry; see ``Tasks.task``."""
+        return self.registry.task(args_type, kind=kind, output=output, queue=queue)
 
     def on_completed(
         self, kind: str, build: Callable[[JobRow], Any], **insert_options: Any
     ) -> None:
-        """Enqueue follow-ups when a job of ``kind`` completes, in its completion transaction.
-
-        ``build`` receives the completed row with ``output`` cleared (no spec can derive a
-        follow-up from an output) and returns args, a list of args, or None. Jobs of a kind
-        with specs complete on the general path.
-        """
-        self._completed_specs.setdefault(kind, []).append(CompletedSpec(build, insert_options))
+        """Enqueue follow-ups when ``kind`` completes; see ``Tasks.on_completed``."""
+        self.registry.on_completed(kind, build, **insert_options)
 
     def completed_follow_ups(self, row: JobRow) -> list[NewJob]:
-        """The follow-ups registered specs build for ``row`` (its output is never passed)."""
-        row = row.model_copy(update={"output_text": None, "has_output": False})
-        jobs: list[NewJob] = []
-        for spec in self._completed_specs.get(row.kind, []):
-            built = spec.build(row)
-            for args in built if isinstance(built, list) else [] if built is None else [built]:
-                jobs.append(self.build_job(args, spec.options))
-        return jobs
+        return self.registry.completed_follow_ups(row)
 
     def has_completed_specs(self, kind: str) -> bool:
-        return bool(self._completed_specs.get(kind))
+        return self.registry.has_completed_specs(kind)
 
     def _local_output_model(self, kind: str) -> type | None:
-        """The output model this client registered for ``kind``; see ``storage.typed_output``."""
-        spec = self._tasks.get(kind)
-        return spec.output_type if spec is not None else None
+        return self.registry.output_model(kind)
 
     def task_spec(self, kind: str) -> TaskSpec | None:
-        return self._tasks.get(kind)
+        return self.registry.spec(kind)
 
     @property
     def tasks(self) -> dict[str, TaskSpec]:
-        return dict(self._tasks)
+        return self.registry.specs
 
     # -- inserting ----------------------------------------------------------------------------
     def build_job(self, args: Any, options: dict[str, Any]) -> NewJob:
         """Validate and serialize one job (also used by ``Job.stage``)."""
-        options = dict(options)
-        kind = options.pop("kind", None)
-        queue = options.pop("queue", None)
-        priority = options.pop("priority", 2)
-        max_attempts = options.pop("max_attempts", 25)
-        run_at = options.pop("run_at", None)
-        tags = options.pop("tags", ())
-        metadata = options.pop("metadata", None)
-        if options:
-            raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
-        if kind is None:
-            if isinstance(args, dict):
-                raise UnknownKind("A job given as a dict needs kind=...")
-            kind = kind_of(type(args))
-        check_stored_name(kind, "Kind")
-        if queue is not None:
-            check_stored_name(queue, "Queue")
-        spec = self._tasks.get(kind)
-        if spec is not None and spec.args_type is not None and not isinstance(args, spec.args_type):
-            try:
-                decode_value(args, spec.args_type)
-            except (JsonDecodeMismatch, TypeError) as exc:
-                raise ArgsValidationError(
-                    f"Args for kind {kind!r} do not match {spec.args_type_name}: {exc}"
-                ) from exc
-        if not 1 <= priority <= 4:
-            raise AwaError(f"Priority must be between 1 (highest) and 4, not {priority}.")
-        if max_attempts < 1:
-            raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
-        try:
-            args_json = to_json_text(args)
-        except JsonConversionError as exc:
-            raise ArgsValidationError(f"Args for kind {kind!r} cannot be stored: {exc}") from exc
-        return NewJob(
-            kind=kind,
-            queue=queue or (spec.queue if spec else "default"),
-            args_json=args_json,
-            priority=priority,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            payload=build_payload(metadata=metadata, tags=tuple(tags)),
-        )
+        return self.registry.build_job(args, options)
 
     async def insert(self, args: Any, **options: Any) -> JobRow:
         """Insert one job; returns it as stored (``available`` or ``scheduled``)."""
@@ -273,7 +188,7 @@ class Client:
         if not jobs:
             return []
         async with self.session.connection("insert_many") as conn:
-            for kind in {job.kind for job in jobs} - self._tasks.keys():
+            for kind in {job.kind for job in jobs} - self.registry.specs.keys():
                 if not await conn.fetchval(KIND_KNOWN, kind):
                     raise UnknownKind(
                         f"No handler or descriptor is known for kind {kind!r}; "

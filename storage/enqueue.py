@@ -12,21 +12,24 @@ from datetime import datetime
 from typing import Any
 
 from storage.db import Conn
+from storage.sql_shared import READY_NOTICE
 
-# Reserve a range of lane sequence numbers (the lane row stays locked until commit) and write
-# one ready row per job in that range.
-INSERT_READY = """
+# Reserve a range of lane sequence numbers (the lane row stays locked until commit), write
+# one ready row per job in that range, and wake the queue's idle runtimes when this commits.
+INSERT_READY = f"""
 WITH lane AS (
     INSERT INTO queue_lanes AS l (queue, priority, next_seq) VALUES ($1, $2, $3)
     ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + $3
     RETURNING l.next_seq - $3 AS first_seq
+), woken AS (
+    SELECT {READY_NOTICE.format(queue="$1::text")}
 )
 INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
                            max_attempts, lane_seq, run_at, created_at, payload)
 SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), nextval('job_id_seq'),
        j.kind, $1, j.args, $2, 0, 1, j.max_attempts, lane.first_seq + j.ord - 1, now(), now(),
        j.payload
-  FROM lane,
+  FROM lane, woken,
        unnest($4::text[], $5::jsonb[], $6::int[], $7::jsonb[])
            WITH ORDINALITY AS j(kind, args, max_attempts, payload, ord)
  ORDER BY j.ord
@@ -45,8 +48,9 @@ SELECT nextval('job_id_seq'), 'scheduled', j.kind, j.queue, j.args, j.priority, 
 RETURNING job_id, run_at, created_at
 """
 
-# Promotion moves due deferred rows into their lanes: one statement, lanes locked until commit.
-PROMOTE_DUE = """
+# Promotion moves due deferred rows into their lanes: one statement, lanes locked until commit,
+# each queue that got work woken once. Returns how many rows moved.
+PROMOTE_DUE = f"""
 WITH due AS (
     DELETE FROM deferred_jobs d
      WHERE d.job_id IN (SELECT job_id FROM deferred_jobs WHERE run_at <= now()
@@ -61,15 +65,20 @@ WITH due AS (
     SELECT DISTINCT queue, priority, lane_count FROM numbered
     ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + excluded.next_seq
     RETURNING l.queue, l.priority, l.next_seq
+), moved AS (
+    INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
+                               max_attempts, lane_seq, run_at, attempted_at, created_at,
+                               unique_key, payload)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), n.job_id, n.kind,
+           n.queue, n.args, n.priority, n.attempt, n.run_lease, n.max_attempts,
+           lanes.next_seq - n.lane_count + n.n - 1, n.run_at, n.attempted_at, n.created_at,
+           n.unique_key, n.payload
+      FROM numbered n JOIN lanes ON lanes.queue = n.queue AND lanes.priority = n.priority
+    RETURNING queue
 )
-INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
-                           max_attempts, lane_seq, run_at, attempted_at, created_at, unique_key,
-                           payload)
-SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), n.job_id, n.kind, n.queue,
-       n.args, n.priority, n.attempt, n.run_lease, n.max_attempts,
-       lanes.next_seq - n.lane_count + n.n - 1, n.run_at, n.attempted_at, n.created_at,
-       n.unique_key, n.payload
-  FROM numbered n JOIN lanes ON lanes.queue = n.queue AND lanes.priority = n.priority
+SELECT COALESCE(sum(q.n), 0)::int
+  FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) q,
+       LATERAL (SELECT {READY_NOTICE.format(queue="q.queue")}) woken
 """
 
 
@@ -137,5 +146,5 @@ async def insert_jobs(conn: Conn, jobs: list[NewJob], *, now: datetime) -> list[
 
 async def promote_due(conn: Conn, *, limit: int = 5000) -> int:
     """Move due scheduled and retryable jobs into their lanes. Returns how many moved."""
-    status = await conn.execute(PROMOTE_DUE, limit)
-    return int(status.rsplit(" ", 1)[-1])
+    moved: int = await conn.fetchval(PROMOTE_DUE, limit)
+    return moved

@@ -4,7 +4,8 @@ Schema names are interpolated into SQL and into names derived from them, so only
 unquoted identifier passes, and only one short enough that every derived name still fits in
 PostgreSQL's identifier limit (63 bytes; longer names are silently truncated, so two schemas
 would share a name, and ``pg_notify`` refuses a longer channel outright). The derived names are
-the notification channels below (``'awa_callback_' || schema``, ``'awa_cancel_' || schema``);
+the notification channels below (``'awa_callback_' || schema``, ``'awa_cancel_' || schema``,
+``'awa_ready_' || schema``);
 sequences, partitions and indexes live inside the schema and advisory locks use
 ``hashtext(schema)``, so none of those grows with the name. The longest derived name is the
 callback channel, hence ``SCHEMA_NAME_MAX_LENGTH = 63 - len("awa_callback_") = 50``.
@@ -22,7 +23,7 @@ import re
 from storage.errors import InvalidName
 
 IDENTIFIER_MAX_BYTES = 63  # NAMEDATALEN - 1
-CHANNEL_PREFIXES = {"callback": "awa_callback_", "cancel": "awa_cancel_"}
+CHANNEL_PREFIXES = {"callback": "awa_callback_", "cancel": "awa_cancel_", "ready": "awa_ready_"}
 SCHEMA_NAME_MAX_LENGTH = IDENTIFIER_MAX_BYTES - max(map(len, CHANNEL_PREFIXES.values()))
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]*")  # used with fullmatch: no trailing newline
 
@@ -48,7 +49,7 @@ def check_schema_name(schema: str) -> str:
 
 
 def channel(name: str, schema: str) -> str:
-    """The notification channel ``name`` ("callback" or "cancel") of a queue-storage schema."""
+    """The notification channel ``name`` ("callback", "cancel", "ready") of a schema."""
     return CHANNEL_PREFIXES[name] + schema
 
 

@@ -39,6 +39,7 @@ from storage.models import (
 from storage.names import check_stored_name
 from storage.output import output_descriptor
 from storage.session import Session
+from storage.tasks import kind_of
 from storage.worker_host import HandlerSpec
 
 BULK_PAGE = 500
@@ -260,8 +261,6 @@ class Operations:
         output: dict[str, Any] | None = None,
     ) -> JobKindDescriptor:
         """Declare what a kind is; published when the runtime starts and on every sync."""
-        from storage.client import kind_of
-
         kind = kind_or_type if isinstance(kind_or_type, str) else kind_of(kind_or_type)
         check_stored_name(kind, "Kind")
         descriptor = JobKindDescriptor(

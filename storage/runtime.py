@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from storage.attempt import AttemptKey, Ended
 from storage.claim import ClaimedJob
 from storage.db import Conn
 from storage.descriptors import SYNC_INTERVAL_SECONDS
-from storage.errors import RuntimeFailed
+from storage.errors import ConfigError, RuntimeFailed
 from storage.health import Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings, advance_horizon
@@ -92,6 +92,7 @@ class Runtime:
         host: WorkerHost,
         queues: Sequence[str],
         *,
+        queue_limits: Mapping[str, int] | None = None,
         concurrency: int,
         claim_size: int,
         claim_threshold: int | None,
@@ -104,6 +105,9 @@ class Runtime:
     ) -> None:
         self.host = host
         self.queues = list(queues)
+        # Per-queue caps on running handlers (``start(queues={"mail": 8})``); the total stays
+        # capped by ``concurrency``.
+        self.queue_limits = dict(queue_limits or {})
         self.concurrency = concurrency
         self.claim_size = claim_size
         # Claim only once this many slots are free (or nothing runs): bigger claim batches
@@ -161,8 +165,16 @@ class Runtime:
     def wake(self) -> None:
         self._wake.set()
 
-    async def stop(self, *, abandon: bool = False) -> None:
-        """Stop claiming; wait for running handlers (or cancel them when ``abandon``)."""
+    def work_arrived(self, queue: str) -> None:
+        """A ready notice (``storage.sql_shared.READY_NOTICE``): claim now if the queue is ours
+        ('' stands for a queue name too long for a notice)."""
+        if queue in self.queues or not queue:
+            self._wake.set()
+
+    async def stop(self, *, abandon: bool = False, grace: float | None = None) -> None:
+        """Stop claiming; wait for running handlers (or cancel them when ``abandon``, or
+        those still running after ``grace`` seconds). A cancelled attempt stays open until
+        maintenance rescues it, so its job runs again."""
         self.supervisor.stop()
         self._wake.set()
         self._slot_free.set()
@@ -172,6 +184,9 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         running = [attempt.task for attempt in self.inflight.values()]
+        if running and not abandon and grace is not None:
+            _, late = await asyncio.wait(running, timeout=grace)
+            abandon = bool(late)
         if abandon:
             for attempt_task in running:
                 attempt_task.cancel()
@@ -204,13 +219,16 @@ class Runtime:
     async def _dispatch_step(self) -> None:
         """Wait for free slots, claim a batch and start its handlers (or wait for work)."""
         free = self.concurrency - len(self.inflight)
-        if free <= 0 or (self.inflight and free < self.claim_threshold):
+        room = self._queue_room()
+        if free <= 0 or (self.inflight and free < self.claim_threshold) or not room:
             self._slot_free.clear()
             await self._slot_free.wait()
             return
+        # Cleared before the claim: a wake-up that arrives while it runs is kept for the wait.
+        self._wake.clear()
         async with self.host.pool.acquire() as conn:
             jobs = await claim.claim_batch(
-                conn, self.queues, min(free, self.claim_size), self.deadline_seconds
+                conn, list(room), min(free, self.claim_size), self.deadline_seconds, room
             )
         if jobs:
             self._quiet.clear()
@@ -222,9 +240,20 @@ class Runtime:
         for claimed in jobs:
             self._spawn(claimed)
         if not jobs:
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+
+    def _queue_room(self) -> dict[str, int]:
+        """Our queues with room for another handler, and that room (uncapped: ``concurrency``)."""
+        if not self.queue_limits:
+            return dict.fromkeys(self.queues, self.concurrency)
+        running: dict[str, int] = {}
+        for attempt in self.inflight.values():
+            running[attempt.claimed.queue] = running.get(attempt.claimed.queue, 0) + 1
+        room = {
+            q: self.queue_limits.get(q, self.concurrency) - running.get(q, 0) for q in self.queues
+        }
+        return {q: n for q, n in room.items() if n > 0}
 
     async def _advance_horizon_after_work(self) -> None:
         """The runtime ran out of work: flush its completions and move the rescue horizon past
@@ -320,3 +349,13 @@ class Runtime:
 
     def has_state(self, key: AttemptKey) -> bool:
         return key in self.stated
+
+
+def queue_limits(queues: Sequence[str] | Mapping[str, int] | None) -> dict[str, int]:
+    """The per-queue caps of ``start(queues={"mail": 8})``; none for a plain list."""
+    if not isinstance(queues, Mapping):
+        return {}
+    for queue, limit in queues.items():
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"The limit of queue {queue!r} must be a whole number of at least 1.")
+    return dict(queues)

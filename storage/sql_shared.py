@@ -108,3 +108,12 @@ queue_lanes l
                       WHERE r.queue = l.queue AND r.priority = l.priority
                         AND r.lane_seq >= l.claim_seq AND r.lane_seq < l.next_seq
                      OFFSET 0) r"""
+
+# Wakes the runtimes LISTENing for work in the queue named by the expression ``{queue}``
+# (storage.wakeup). PostgreSQL delivers identical notices of one transaction once, so a bulk
+# insert wakes each queue once. A queue name too long for a notice payload sends '' instead,
+# which wakes every runtime of the schema.
+READY_NOTICE = (
+    "pg_notify('awa_ready_' || current_schema(), "
+    "CASE WHEN octet_length({queue}) < 7900 THEN {queue} ELSE '' END)"
+)

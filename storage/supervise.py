@@ -22,7 +22,7 @@ from typing import NamedTuple, TypeVar
 import asyncpg
 from asyncpg.exceptions._base import InternalClientError
 
-from storage.errors import ConnectionFailed
+from storage.errors import ConnectionFailed, DatabaseError
 from storage.health import Health, HealthState
 
 log = logging.getLogger("storage")
@@ -47,6 +47,9 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, asyncpg.PostgresError):
         code = str(getattr(exc, "sqlstate", "") or "")
         return code[:2] in _TRANSIENT_CLASSES or code in _TRANSIENT_STATES
+    if isinstance(exc, DatabaseError) and isinstance(exc.__cause__, asyncpg.PostgresError):
+        # Translated at the boundary (too many clients at connect): judged by the server's code.
+        return is_transient(exc.__cause__)
     return False
 
 

@@ -7,7 +7,7 @@ It holds at most one runtime at a time and answers what the rest of the client a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storage.attempt import AttemptKey, AttemptRef
@@ -16,7 +16,7 @@ from storage.errors import AwaError, DatabaseError, ReadOnlyError, StartFailed
 from storage.health import STOPPED, Health
 from storage.maintenance import MaintenanceSettings
 from storage.names import check_stored_name
-from storage.runtime import Runtime
+from storage.runtime import Runtime, queue_limits
 from storage.session import Session
 from storage.supervise import describe, is_transient
 from storage.worker_host import WorkerHost
@@ -34,7 +34,7 @@ class Worker:
 
     async def start(
         self,
-        queues: Sequence[str] | None = None,
+        queues: Sequence[str] | Mapping[str, int] | None = None,
         *,
         concurrency: int = 64,
         claim_size: int = 256,
@@ -46,7 +46,8 @@ class Worker:
         maintenance_interval: float | None = 1.0,
         give_up_after: float | None = None,
     ) -> None:
-        """Start running jobs from ``queues`` (default: the registered tasks' queues).
+        """Start running jobs from ``queues`` (default: the registered tasks' queues); a mapping
+        such as ``{"mail": 8}`` also caps how many of each queue's handlers run at once here.
 
         A start that fails raises and leaves the client as it was: ``start()`` may be called
         again. ``give_up_after``: seconds a background loop may keep failing on connection
@@ -59,6 +60,7 @@ class Worker:
                     "it again."
                 )
             raise AwaError("This client is already running.")
+        limits = queue_limits(queues)
         chosen = (
             [check_stored_name(q, "Queue") for q in queues]
             if queues is not None
@@ -67,6 +69,7 @@ class Worker:
         runtime = Runtime(
             self._host,
             chosen or ["default"],
+            queue_limits=limits,
             concurrency=concurrency,
             claim_size=claim_size,
             claim_threshold=claim_threshold,
@@ -98,11 +101,12 @@ class Worker:
         """The runtime's health: stopped, running, degraded (since, why) or failed (why)."""
         return self.runtime.health if self.runtime is not None else STOPPED
 
-    async def shutdown(self, *, abandon: bool = False) -> None:
-        """Stop the runtime, letting running handlers finish (or abandoning them)."""
+    async def shutdown(self, *, abandon: bool = False, grace: float | None = None) -> None:
+        """Stop the runtime, letting running handlers finish (within ``grace`` seconds, when
+        given) or abandoning them; abandoned attempts run again once maintenance rescues them."""
         runtime, self.runtime = self.runtime, None
         if runtime is not None:
-            await runtime.stop(abandon=abandon)
+            await runtime.stop(abandon=abandon, grace=grace)
         await self._host.batcher.drain()
         await self._host.notices.close()
 
@@ -150,6 +154,11 @@ class Worker:
         """New work may be claimable: claim now rather than at the next poll."""
         if self.runtime is not None:
             self.runtime.wake()
+
+    def on_ready_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        """Jobs became ready in the queue named by ``payload``: claim now if it is ours."""
+        if self.runtime is not None:
+            self.runtime.work_arrived(str(payload))
 
     def on_cancel_notice(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         job_id, _, run_lease = str(payload).partition(":")

@@ -19,7 +19,9 @@ from storage import (
     migrate,
 )
 from storage.db import connect_once
+from storage.errors import DatabaseError
 from storage.migrator import applied_versions
+from storage.supervise import is_transient
 from tests.storage.roles import unprivileged_dsn
 
 
@@ -98,3 +100,14 @@ async def test_migrate_without_privileges_is_permission_denied_and_applies_nothi
         assert password not in str(caught.value)
     async with connect_once(migrated_dsn) as admin:
         assert await applied_versions(admin) == before
+
+
+def test_too_many_clients_translated_at_connect_is_retried_not_fatal() -> None:
+    """A fleet over its connection budget waits for a slot instead of failing its workers."""
+    refused = asyncpg.TooManyConnectionsError("sorry, too many clients already")
+    translated = DatabaseError("connect failed in PostgreSQL: TooManyConnectionsError")
+    translated.__cause__ = refused
+    assert is_transient(translated)
+    not_found = DatabaseError("run_maintenance failed")
+    not_found.__cause__ = asyncpg.UndefinedTableError("relation does not exist")
+    assert not is_transient(not_found)

@@ -190,7 +190,7 @@ async def test_unknown_kind_at_dispatch_fails_terminally(client: Client) -> None
         return None
 
     await client.insert({"a": 1}, kind="known")
-    client._tasks.clear()  # this worker no longer handles the kind
+    client.registry._specs.clear()  # this worker no longer handles the kind
     result = await work_one(client)
     assert result is not None
     assert result.row is not None

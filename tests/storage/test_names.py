@@ -16,7 +16,7 @@ import pytest
 from storage import Client, InvalidFilter, InvalidName, Job, JobState, WaitForCallback
 from storage.db import connect_once
 from storage.migrator import install_schema
-from storage.names import SCHEMA_NAME_MAX_LENGTH, channel, check_schema_name
+from storage.names import CHANNEL_PREFIXES, SCHEMA_NAME_MAX_LENGTH, channel, check_schema_name
 from storage.testing import work_one
 
 _numbers = itertools.count(1)
@@ -43,7 +43,7 @@ def _max_length_name() -> str:
 def test_the_limit_is_the_identifier_limit_less_the_longest_channel_prefix() -> None:
     assert SCHEMA_NAME_MAX_LENGTH == 50
     name = "s" * SCHEMA_NAME_MAX_LENGTH
-    assert max(len(channel(kind, name)) for kind in ("callback", "cancel")) == 63
+    assert max(len(channel(kind, name)) for kind in CHANNEL_PREFIXES) == 63
 
 
 @pytest.mark.parametrize("name", REFUSED_SCHEMAS.values(), ids=REFUSED_SCHEMAS.keys())

@@ -1,0 +1,257 @@
+"""``awa-tui worker module:tasks``: run the tasks a module declares until SIGTERM or SIGINT.
+
+The module is imported and ``tasks`` (any attribute name after the colon) must be a
+``storage.Tasks``. On the first SIGTERM or SIGINT the worker stops claiming, lets running
+handlers finish for up to ``--grace`` seconds, abandons the rest (maintenance rescues their
+jobs, which run again), flushes completions and exits 0. It prints one line when it starts and
+one when it stops; storage's own warnings go to stderr too. No output, args or password is
+ever printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from awa_tui.cli import fail, resolve_dsn
+from awa_tui.errors import EXIT_OK, EXIT_RUNTIME_FAILED, EXIT_USAGE, describe, exit_code
+from storage import (
+    AwaError,
+    Client,
+    ConfigError,
+    HealthState,
+    JobEvent,
+    MaintenanceSettings,
+    Tasks,
+    check_schema_name,
+    redact_dsn,
+)
+
+GRACE_DEFAULT = 30.0
+
+
+class UsageError(Exception):
+    """A worker option or target a person must fix; the message says how."""
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    tasks: Tasks
+    target: str
+    dsn: str | None
+    schema: str
+    queues: list[str] | dict[str, int] | None
+    concurrency: int
+    grace: float
+    max_connections: int
+    rescue_after: float
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="awa-tui worker",
+        description="Run the tasks a module declares until SIGTERM or SIGINT.",
+        epilog="Exit codes: 0 stopped by a signal, 1 runtime failed, 2 usage/configuration, "
+        "3 cannot connect, 4 schema not migrated, 5 permission denied, 6 timed out.",
+    )
+    parser.add_argument("target", metavar="MODULE:TASKS", help="e.g. myapp.jobs:tasks")
+    parser.add_argument(
+        "--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)"
+    )
+    parser.add_argument("--schema", default="awa", help="queue-storage schema (default: awa)")
+    parser.add_argument(
+        "--queues",
+        metavar="a,b | a=8,b=2",
+        help="queues to serve, optionally with a cap on running handlers each "
+        "(default: the queues of the tasks)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=64, help="handlers running at once (default: 64)"
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=GRACE_DEFAULT,
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, how long running handlers may finish (default: 30)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=10,
+        help="the worker's pool size, its whole connection budget (default: 10, at least 3)",
+    )
+    parser.add_argument(
+        "--rescue-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="rescue another worker's attempt whose heartbeat is this old (default: 60)",
+    )
+    return parser
+
+
+def parse_queues(text: str | None) -> list[str] | dict[str, int] | None:
+    """``a,b`` -> ``["a", "b"]``, ``a=8,b=2`` -> ``{"a": 8, "b": 2}``. Every queue carries a cap
+    or none does, so a bare name beside capped ones is never a guess."""
+    if text is None:
+        return None
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise UsageError(f"--queues {text!r} has an empty queue name.")
+    if not any("=" in n for n in names):
+        return names
+    caps: dict[str, int] = {}
+    for item in names:
+        name, sep, cap = item.partition("=")
+        if not sep or not name.strip() or not cap.strip().isdigit() or int(cap) < 1:
+            raise UsageError(
+                f"--queues item {item!r} is not NAME=N with N at least 1; give every queue a "
+                "cap (a=8,b=2) or none (a,b)."
+            )
+        caps[name.strip()] = int(cap)
+    return caps
+
+
+def load_tasks(target: str) -> Tasks:
+    """The ``Tasks`` named by ``module:attribute``, imported from the current directory too."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"{target!r} is not MODULE:TASKS (for example myapp.jobs:tasks).")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the module's own import error, reported as the person's to fix
+        raise UsageError(
+            f"Cannot import module {module_name!r} ({type(exc).__name__}: {exc})."
+        ) from exc
+    tasks = getattr(module, attribute, None)
+    if not isinstance(tasks, Tasks):
+        found = "nothing" if tasks is None else f"a {type(tasks).__name__}"
+        raise UsageError(
+            f"{target!r} is {found}, not a storage.Tasks; declare `tasks = Tasks()` there."
+        )
+    if not tasks.specs:
+        raise UsageError(f"{target!r} declares no task, so this worker would have nothing to run.")
+    return tasks
+
+
+def settings_from(argv: Sequence[str]) -> WorkerSettings:
+    args = build_parser().parse_args(argv)
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1.")
+    if args.grace < 0:
+        raise UsageError("--grace must be 0 or a number of seconds.")
+    if args.max_connections < 3:
+        raise UsageError("--max-connections must be at least 3 (listener, claims, finalizing).")
+    if args.rescue_after < 1:
+        raise UsageError("--rescue-after must be at least 1 second.")
+    check_schema_name(args.schema)
+    queues = parse_queues(args.queues)
+    return WorkerSettings(
+        tasks=load_tasks(args.target),
+        target=args.target,
+        dsn=resolve_dsn(args.dsn),
+        schema=args.schema,
+        queues=queues,
+        concurrency=args.concurrency,
+        grace=args.grace,
+        max_connections=args.max_connections,
+        rescue_after=args.rescue_after,
+    )
+
+
+def run_worker(argv: Sequence[str]) -> int:
+    """The ``worker`` subcommand: every way out returns a documented exit code."""
+    try:
+        settings = settings_from(argv)
+    except UsageError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except ConfigError as exc:
+        return fail(exc.message, EXIT_USAGE)
+    logging.basicConfig(
+        level=logging.WARNING, format="awa-tui worker: %(levelname)s %(name)s: %(message)s"
+    )
+    return asyncio.run(serve(settings))
+
+
+async def serve(settings: WorkerSettings) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        client = await Client.connect(
+            settings.dsn,
+            settings.schema,
+            tasks=settings.tasks,
+            max_connections=settings.max_connections,
+        )
+    except (AwaError, OSError) as exc:
+        return fail(describe(exc).text, exit_code(exc), settings.dsn)
+    started = 0
+
+    def count(_event: JobEvent) -> None:
+        nonlocal started
+        started += 1
+
+    client.on_event(count, ["started"])
+    try:
+        await client.start(
+            settings.queues,
+            concurrency=settings.concurrency,
+            heartbeat_interval=min(10.0, settings.rescue_after / 3),
+            maintenance=MaintenanceSettings(heartbeat_stale_seconds=settings.rescue_after),
+        )
+        runtime_queues = _queues_text(settings.queues or settings.tasks.queues())
+        _say(
+            f"started {settings.target} (pid {os.getpid()}) on {redact_dsn(settings.dsn)}, "
+            f"schema {settings.schema}, queues {runtime_queues}, "
+            f"concurrency {settings.concurrency}, {settings.max_connections} connections"
+        )
+        while not stop.is_set():
+            health = client.health
+            if health.state is HealthState.FAILED:
+                await client.shutdown(grace=settings.grace)
+                await client.close()
+                return fail(
+                    f"the runtime failed ({health.reason}) after starting {started} jobs; "
+                    "see the warnings above.",
+                    EXIT_RUNTIME_FAILED,
+                    settings.dsn,
+                )
+            try:
+                await asyncio.wait_for(stop.wait(), 1.0)
+            except TimeoutError:
+                continue
+        await client.shutdown(grace=settings.grace)
+        await client.close()
+    except (AwaError, OSError) as exc:
+        await client.pool.close()
+        return fail(describe(exc).text, exit_code(exc), settings.dsn)
+    _say(f"stopped on {received[0]} after starting {started} jobs; completions flushed")
+    return EXIT_OK
+
+
+def _queues_text(queues: Sequence[str] | Mapping[str, int]) -> str:
+    if isinstance(queues, Mapping):
+        return ",".join(f"{q}={n}" for q, n in queues.items())
+    return ",".join(queues)
+
+
+def _say(line: str) -> None:
+    print(f"awa-tui worker: {line}", file=sys.stderr, flush=True)
