@@ -9,6 +9,7 @@ import atexit
 import itertools
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 
@@ -35,8 +36,20 @@ def pg_dsn() -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    with EmbeddedPostgres(prefix="awa-test-pg-") as server:
-        yield server.dsn
+    # A session stopped by SIGTERM (a CI timeout, a killed run) ends like Ctrl-C. pytest then
+    # skips this fixture's teardown, so the server is also stopped at exit (``stop`` is
+    # idempotent): it and its directory never outlive the session.
+    previous = signal.signal(signal.SIGTERM, _stop_session)
+    try:
+        with EmbeddedPostgres(prefix="awa-test-pg-") as server:
+            atexit.register(server.stop)
+            yield server.dsn
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_session(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt("SIGTERM")
 
 
 @pytest.fixture(scope="session")
