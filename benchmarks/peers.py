@@ -1,24 +1,37 @@
 """The whole lifecycle against peer queues on one server: this engine at its defaults and
-tuned, and pgqueuer, interleaved, one fresh database per run.
+tuned, pgqueuer and pg-boss, interleaved, one fresh database per run.
 
-Each system installs its schema outside the measured window, then inserts N no-op jobs and
-runs them until drained: enqueue, run and lifecycle jobs/s and WAL per job, paired with our
-default run of the same round. ``pip install pgqueuer`` to include it (not a dependency); a
-peer that fails its warm-up is reported as skipped. pg-boss is not driven from here yet.
+Each system installs its schema outside the measured window, then inserts N jobs and runs
+them until drained: enqueue, run and lifecycle jobs/s and WAL per job, paired with our
+default run of the same round. Ours and pg-boss record a 100 B output per job (pgqueuer keeps
+none). ``pip install '.[bench]'`` for pgqueuer; pg-boss needs ``node`` and ``npm`` (its
+``benchmarks/pgboss/node_modules`` is installed by ``npm ci`` on first use). A peer that fails
+its warm-up is reported as skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import shutil
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from benchmarks._engine import INSERT_BATCH, Noop, insert_all, log, register_handler
+from benchmarks._engine import (
+    INSERT_BATCH,
+    SMALL,
+    Noop,
+    insert_all,
+    log,
+    output_values,
+    register_handler,
+)
 from benchmarks._harness import (
     Connection,
     Stat,
@@ -33,6 +46,7 @@ from benchmarks._harness import (
 )
 
 NAME = "peers"
+PGBOSS = Path(__file__).parent / "pgboss"
 Window = Callable[[], Awaitable[float]]
 """Opens the measured window (checkpoint, WAL position) and returns its start time."""
 
@@ -43,7 +57,7 @@ async def run_ours(dsn: str, window: Window, jobs: int, **options: Any) -> tuple
     await migrate(dsn)
     client = await Client.connect(dsn, "awa")
     try:
-        register_handler(client, None)
+        register_handler(client, output_values(SMALL, 1_024, 0))
         started = await window()
         await insert_all(client, [Noop(i) for i in range(jobs)])
         inserted = time.perf_counter()
@@ -96,10 +110,40 @@ async def run_pgqueuer(dsn: str, window: Window, jobs: int, **options: Any) -> t
     return inserted - started, done - inserted
 
 
+async def run_pgboss(dsn: str, window: Window, jobs: int, **options: Any) -> tuple[float, float]:
+    """pg-boss in a Node child (``pgboss/run.mjs``): it reports its own enqueue and run times."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise RuntimeError("node and npm are needed for pg-boss")
+    if not (PGBOSS / "node_modules").exists():
+        install = [npm, "ci", "--no-audit", "--no-fund"]
+        await asyncio.to_thread(subprocess.run, install, cwd=PGBOSS, check=True)
+    argv = [str(options[k]) for k in ("concurrency", "batch")]
+    child = await asyncio.create_subprocess_exec(
+        node, "run.mjs", dsn, str(jobs), *argv, cwd=PGBOSS, stdin=-1, stdout=-1
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        if (await child.stdout.readline()).strip() != b"ready":
+            raise RuntimeError("pg-boss did not start")
+        await window()
+        child.stdin.write(b"go\n")
+        _, insert_s, run_s, completed = (await child.stdout.readline()).split()
+    finally:
+        if child.returncode is None:
+            child.kill()
+        await child.wait()
+    if int(completed) != jobs:
+        raise AssertionError(f"pg-boss completed {completed.decode()} of {jobs} jobs")
+    return float(insert_s), float(run_s)
+
+
 SYSTEMS: dict[str, tuple[Callable[..., Awaitable[tuple[float, float]]], dict[str, int]]] = {
     "ours, defaults (64 workers)": (run_ours, {"concurrency": 64}),
     "ours, 512 workers, claim 512": (run_ours, {"concurrency": 512, "claim_size": 512}),
-    "pgqueuer (64 workers)": (run_pgqueuer, {"concurrency": 64}),
+    "pgqueuer 1.6.0 (64 workers), no output": (run_pgqueuer, {"concurrency": 64}),
+    "pg-boss 12.38 (4 workers x batch 256)": (run_pgboss, {"concurrency": 4, "batch": 256}),
 }
 
 
@@ -182,7 +226,7 @@ async def amain(args: Any) -> int:
             )
         )
     table = Table(
-        f"Whole lifecycle against peers, no-op jobs: {jobs:,} jobs, {rounds} rounds",
+        f"Whole lifecycle against peers, 100 B output per job: {jobs:,} jobs, {rounds} rounds",
         (
             "system",
             "enqueue jobs/s",
