@@ -134,11 +134,8 @@ async def amain(args: Any) -> int:
         base = [per_job["none", w, r] for r in range(repeats)]
         for case, label in CASES.items():
             mine = [per_job[case, w, r] for r in range(repeats)]
-            # An output's share of its job; the collector's share of the job without it.
-            share = Stat.of(
-                100 * (m - b) / m if case != "nogc" else 100 * (b - m) / b
-                for m, b in zip(mine, base, strict=True)
-            )
+            pairs = zip(mine, base, strict=True)  # output: of its job; GC: of the job with GC
+            share = Stat.of(100 * (m - b) / (m if case != "nogc" else -b) for m, b in pairs)
             rows.append(
                 (
                     label,

@@ -23,27 +23,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from benchmarks._engine import (
-    INSERT_BATCH,
-    SMALL,
-    Noop,
-    insert_all,
-    log,
-    output_values,
-    register_handler,
-)
-from benchmarks._harness import (
-    Connection,
-    Stat,
-    Table,
-    base_parser,
-    checkpoint,
-    embedded_or_dsn,
-    machine_info,
-    report,
-    wal_bytes_since,
-    wal_lsn,
-)
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
+from benchmarks._engine import INSERT_BATCH, Noop, insert_all, log
 
 NAME = "peers"
 PGBOSS = Path(__file__).parent / "pgboss"
@@ -57,7 +39,7 @@ async def run_ours(dsn: str, window: Window, jobs: int, **options: Any) -> tuple
     await migrate(dsn)
     client = await Client.connect(dsn, "awa")
     try:
-        register_handler(client, output_values(SMALL, 1_024, 0))
+        engine.register_handler(client, engine.output_values(engine.SMALL, 1_024, 0))
         started = await window()
         await insert_all(client, [Noop(i) for i in range(jobs)])
         inserted = time.perf_counter()
@@ -147,7 +129,7 @@ SYSTEMS: dict[str, tuple[Callable[..., Awaitable[tuple[float, float]]], dict[str
 }
 
 
-async def one_run(admin: Connection, dsn: str, system: str, jobs: int, n: int) -> list[float]:
+async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int) -> list[float]:
     """(enqueue s, run s, WAL bytes) of one run in a fresh database."""
     database = f"bench_peer_{n}"
     await admin.execute(f'CREATE DATABASE "{database}"')
@@ -157,20 +139,20 @@ async def one_run(admin: Connection, dsn: str, system: str, jobs: int, n: int) -
 
     async def window() -> float:
         nonlocal lsn
-        await checkpoint(admin)
-        lsn = await wal_lsn(admin)
+        await h.checkpoint(admin)
+        lsn = await h.wal_lsn(admin)
         return time.perf_counter()
 
     try:
         run, options = SYSTEMS[system]
         insert_s, run_s = await asyncio.wait_for(run(target, window, jobs, **options), 600)
-        return [insert_s, run_s, await wal_bytes_since(admin, lsn)]
+        return [insert_s, run_s, await h.wal_bytes_since(admin, lsn)]
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
+    parser = h.base_parser(
         NAME,
         __doc__.split("\n", 1)[0] if __doc__ else None,
         quick_help="2 rounds of 2,000 jobs (default 3 rounds of 20,000)",
@@ -181,17 +163,15 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 
 
 async def amain(args: Any) -> int:
-    rounds, jobs = (
-        args.rounds or (2 if args.quick else 3),
-        args.jobs or (2_000 if args.quick else 20_000),
-    )
+    rounds = args.rounds or (2 if args.quick else 3)
+    jobs = args.jobs or (2_000 if args.quick else 20_000)
     runs: dict[str, list[list[float]]] = {}
     skipped: dict[str, str] = {}
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        admin: Connection = await asyncpg.connect(dsn)
+    async with h.embedded_or_dsn(args.dsn, log=log) as dsn:
+        admin: h.Connection = await asyncpg.connect(dsn)
         try:
-            machine = await machine_info(admin)
+            machine = await h.machine_info(admin)
             for n, system in enumerate(SYSTEMS):  # warm-up; a peer that fails it is skipped
                 try:
                     await one_run(admin, dsn, system, 500, n)
@@ -202,30 +182,22 @@ async def amain(args: Any) -> int:
                 order = list(runs)[round_no % len(runs) :] + list(runs)[: round_no % len(runs)]
                 for system in order:
                     runs[system].append(await one_run(admin, dsn, system, jobs, 100 + round_no))
-                    i, r, wal = runs[system][-1]
-                    log(
-                        f"round {round_no + 1}/{rounds} {system}: {jobs / (i + r):,.0f} jobs/s,"
-                        f" {wal / jobs:,.0f} B WAL/job"
-                    )
+                    i, r, _ = runs[system][-1]
+                    log(f"round {round_no + 1}/{rounds} {system}: {jobs / (i + r):,.0f} jobs/s")
         finally:
             await admin.close()
-    base = runs[next(iter(SYSTEMS))]
-    rows = [(system, "-", "-", "-", "-", "-", f"skipped: {why}") for system, why in skipped.items()]
+    first = next(iter(SYSTEMS))
+    rows: list[tuple[str, ...]] = [(s, *"-----", f"skipped: {why}") for s, why in skipped.items()]
+    life = {s: [jobs / (i + r) for i, r, _ in m] for s, m in runs.items()}
+    wal = {s: [w / jobs for _, _, w in m] for s, m in runs.items()}
     for system, mine in runs.items():
-        life = [jobs / (i + r) for i, r, _ in mine]
-        per_job_wal = [w / jobs for _, _, w in mine]
+        cells = [h.Stat.of(jobs / i for i, _, _ in mine), h.Stat.of(jobs / r for _, r, _ in mine)]
+        cells += [h.Stat.of(life[system]), h.Stat.paired_ratio(life[system], life[first])]
+        cells += [h.Stat.of(wal[system]), h.Stat.paired_ratio(wal[system], wal[first])]
         rows.append(
-            (
-                system,
-                Stat.of(jobs / i for i, _, _ in mine).fmt(),
-                Stat.of(jobs / r for _, r, _ in mine).fmt(),
-                Stat.of(life).fmt(),
-                Stat.paired_ratio(life, [jobs / (i + r) for i, r, _ in base]).fmt(".2f"),
-                Stat.of(per_job_wal).fmt(),
-                Stat.paired_ratio(per_job_wal, [w / jobs for _, _, w in base]).fmt(".2f"),
-            )
+            (system, *(c.fmt(".2f") if n in (3, 5) else c.fmt() for n, c in enumerate(cells)))
         )
-    table = Table(
+    table = h.Table(
         f"Whole lifecycle against peers, 100 B output per job: {jobs:,} jobs, {rounds} rounds",
         (
             "system",
@@ -240,4 +212,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "skipped": skipped}
     data = [{"system": system, "insert_s_run_s_wal": mine} for system, mine in runs.items()]
-    return report(args, NAME, data, meta, started=started, title="Peers", tables=[table])
+    return h.report(args, NAME, data, meta, started=started, title="Peers", tables=[table])
