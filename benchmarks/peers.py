@@ -1,38 +1,34 @@
 """The whole lifecycle against peer queues on one server: this engine at its defaults and
-tuned, and pgqueuer, interleaved, one fresh database per run.
+tuned, pgqueuer and pg-boss, interleaved, one fresh database per run.
 
-Each system installs its schema outside the measured window, then inserts N no-op jobs and
-runs them until drained: enqueue, run and lifecycle jobs/s and WAL per job, paired with our
-default run of the same round. ``pip install pgqueuer`` to include it (not a dependency); a
-peer that fails its warm-up is reported as skipped. pg-boss is not driven from here yet.
+Each system installs its schema outside the measured window, then inserts N jobs and runs
+them until drained: enqueue, run and lifecycle jobs/s and WAL per job, paired with our
+default run of the same round. Ours and pg-boss record a 100 B output per job (pgqueuer keeps
+none). ``pip install '.[bench]'`` for pgqueuer; pg-boss needs ``node`` and ``npm`` (its
+``benchmarks/pgboss/node_modules`` is installed by ``npm ci`` on first use). A peer that fails
+its warm-up is reported as skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import shutil
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from benchmarks._engine import INSERT_BATCH, Noop, insert_all, log, register_handler
-from benchmarks._harness import (
-    Connection,
-    Stat,
-    Table,
-    base_parser,
-    checkpoint,
-    embedded_or_dsn,
-    machine_info,
-    report,
-    wal_bytes_since,
-    wal_lsn,
-)
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
+from benchmarks._engine import INSERT_BATCH, Noop, insert_all, log
 
 NAME = "peers"
+PGBOSS = Path(__file__).parent / "pgboss"
 Window = Callable[[], Awaitable[float]]
 """Opens the measured window (checkpoint, WAL position) and returns its start time."""
 
@@ -43,7 +39,7 @@ async def run_ours(dsn: str, window: Window, jobs: int, **options: Any) -> tuple
     await migrate(dsn)
     client = await Client.connect(dsn, "awa")
     try:
-        register_handler(client, None)
+        engine.register_handler(client, engine.output_values(engine.SMALL, 1_024, 0))
         started = await window()
         await insert_all(client, [Noop(i) for i in range(jobs)])
         inserted = time.perf_counter()
@@ -96,14 +92,44 @@ async def run_pgqueuer(dsn: str, window: Window, jobs: int, **options: Any) -> t
     return inserted - started, done - inserted
 
 
+async def run_pgboss(dsn: str, window: Window, jobs: int, **options: Any) -> tuple[float, float]:
+    """pg-boss in a Node child (``pgboss/run.mjs``): it reports its own enqueue and run times."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise RuntimeError("node and npm are needed for pg-boss")
+    if not (PGBOSS / "node_modules").exists():
+        install = [npm, "ci", "--no-audit", "--no-fund"]
+        await asyncio.to_thread(subprocess.run, install, cwd=PGBOSS, check=True)
+    argv = [str(options[k]) for k in ("concurrency", "batch")]
+    child = await asyncio.create_subprocess_exec(
+        node, "run.mjs", dsn, str(jobs), *argv, cwd=PGBOSS, stdin=-1, stdout=-1
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    try:
+        if (await child.stdout.readline()).strip() != b"ready":
+            raise RuntimeError("pg-boss did not start")
+        await window()
+        child.stdin.write(b"go\n")
+        _, insert_s, run_s, completed = (await child.stdout.readline()).split()
+    finally:
+        if child.returncode is None:
+            child.kill()
+        await child.wait()
+    if int(completed) != jobs:
+        raise AssertionError(f"pg-boss completed {completed.decode()} of {jobs} jobs")
+    return float(insert_s), float(run_s)
+
+
 SYSTEMS: dict[str, tuple[Callable[..., Awaitable[tuple[float, float]]], dict[str, int]]] = {
     "ours, defaults (64 workers)": (run_ours, {"concurrency": 64}),
     "ours, 512 workers, claim 512": (run_ours, {"concurrency": 512, "claim_size": 512}),
-    "pgqueuer (64 workers)": (run_pgqueuer, {"concurrency": 64}),
+    "pgqueuer 1.6.0 (64 workers), no output": (run_pgqueuer, {"concurrency": 64}),
+    "pg-boss 12.38 (4 workers x batch 256)": (run_pgboss, {"concurrency": 4, "batch": 256}),
 }
 
 
-async def one_run(admin: Connection, dsn: str, system: str, jobs: int, n: int) -> list[float]:
+async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int) -> list[float]:
     """(enqueue s, run s, WAL bytes) of one run in a fresh database."""
     database = f"bench_peer_{n}"
     await admin.execute(f'CREATE DATABASE "{database}"')
@@ -113,20 +139,20 @@ async def one_run(admin: Connection, dsn: str, system: str, jobs: int, n: int) -
 
     async def window() -> float:
         nonlocal lsn
-        await checkpoint(admin)
-        lsn = await wal_lsn(admin)
+        await h.checkpoint(admin)
+        lsn = await h.wal_lsn(admin)
         return time.perf_counter()
 
     try:
         run, options = SYSTEMS[system]
         insert_s, run_s = await asyncio.wait_for(run(target, window, jobs, **options), 600)
-        return [insert_s, run_s, await wal_bytes_since(admin, lsn)]
+        return [insert_s, run_s, await h.wal_bytes_since(admin, lsn)]
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
+    parser = h.base_parser(
         NAME,
         __doc__.split("\n", 1)[0] if __doc__ else None,
         quick_help="2 rounds of 2,000 jobs (default 3 rounds of 20,000)",
@@ -137,17 +163,15 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 
 
 async def amain(args: Any) -> int:
-    rounds, jobs = (
-        args.rounds or (2 if args.quick else 3),
-        args.jobs or (2_000 if args.quick else 20_000),
-    )
+    rounds = args.rounds or (2 if args.quick else 3)
+    jobs = args.jobs or (2_000 if args.quick else 20_000)
     runs: dict[str, list[list[float]]] = {}
     skipped: dict[str, str] = {}
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        admin: Connection = await asyncpg.connect(dsn)
+    async with h.embedded_or_dsn(args.dsn, log=log) as dsn:
+        admin: h.Connection = await asyncpg.connect(dsn)
         try:
-            machine = await machine_info(admin)
+            machine = await h.machine_info(admin)
             for n, system in enumerate(SYSTEMS):  # warm-up; a peer that fails it is skipped
                 try:
                     await one_run(admin, dsn, system, 500, n)
@@ -158,31 +182,23 @@ async def amain(args: Any) -> int:
                 order = list(runs)[round_no % len(runs) :] + list(runs)[: round_no % len(runs)]
                 for system in order:
                     runs[system].append(await one_run(admin, dsn, system, jobs, 100 + round_no))
-                    i, r, wal = runs[system][-1]
-                    log(
-                        f"round {round_no + 1}/{rounds} {system}: {jobs / (i + r):,.0f} jobs/s,"
-                        f" {wal / jobs:,.0f} B WAL/job"
-                    )
+                    i, r, _ = runs[system][-1]
+                    log(f"round {round_no + 1}/{rounds} {system}: {jobs / (i + r):,.0f} jobs/s")
         finally:
             await admin.close()
-    base = runs[next(iter(SYSTEMS))]
-    rows = [(system, "-", "-", "-", "-", "-", f"skipped: {why}") for system, why in skipped.items()]
+    first = next(iter(SYSTEMS))
+    rows: list[tuple[str, ...]] = [(s, *"-----", f"skipped: {why}") for s, why in skipped.items()]
+    life = {s: [jobs / (i + r) for i, r, _ in m] for s, m in runs.items()}
+    wal = {s: [w / jobs for _, _, w in m] for s, m in runs.items()}
     for system, mine in runs.items():
-        life = [jobs / (i + r) for i, r, _ in mine]
-        per_job_wal = [w / jobs for _, _, w in mine]
+        cells = [h.Stat.of(jobs / i for i, _, _ in mine), h.Stat.of(jobs / r for _, r, _ in mine)]
+        cells += [h.Stat.of(life[system]), h.Stat.paired_ratio(life[system], life[first])]
+        cells += [h.Stat.of(wal[system]), h.Stat.paired_ratio(wal[system], wal[first])]
         rows.append(
-            (
-                system,
-                Stat.of(jobs / i for i, _, _ in mine).fmt(),
-                Stat.of(jobs / r for _, r, _ in mine).fmt(),
-                Stat.of(life).fmt(),
-                Stat.paired_ratio(life, [jobs / (i + r) for i, r, _ in base]).fmt(".2f"),
-                Stat.of(per_job_wal).fmt(),
-                Stat.paired_ratio(per_job_wal, [w / jobs for _, _, w in base]).fmt(".2f"),
-            )
+            (system, *(c.fmt(".2f") if n in (3, 5) else c.fmt() for n, c in enumerate(cells)))
         )
-    table = Table(
-        f"Whole lifecycle against peers, no-op jobs: {jobs:,} jobs, {rounds} rounds",
+    table = h.Table(
+        f"Whole lifecycle against peers, 100 B output per job: {jobs:,} jobs, {rounds} rounds",
         (
             "system",
             "enqueue jobs/s",
@@ -196,4 +212,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "skipped": skipped}
     data = [{"system": system, "insert_s_run_s_wal": mine} for system, mine in runs.items()]
-    return report(args, NAME, data, meta, started=started, title="Peers", tables=[table])
+    return h.report(args, NAME, data, meta, started=started, title="Peers", tables=[table])

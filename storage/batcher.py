@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import asyncpg
 
@@ -22,12 +21,8 @@ FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 
 
-@dataclass(frozen=True)
-class Pending:
-    """A submitted completion and the future its submitter awaits."""
-
-    item: CompactCompletion
-    future: asyncio.Future[Outcome]
+Pending = tuple[CompactCompletion, "asyncio.Future[Outcome]"]
+"""A submitted completion and the future its submitter awaits (a tuple: built per job)."""
 
 
 class CompletionBatcher:
@@ -53,7 +48,7 @@ class CompletionBatcher:
 
     def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._pending.append(Pending(item, future))
+        self._pending.append((item, future))
         if len(self._pending) >= self._flush_size:
             self._start_flush()
         elif self._timer is None:
@@ -88,15 +83,15 @@ class CompletionBatcher:
     async def _flush(self, batch: list[Pending]) -> None:
         async with self._gate:
             try:
-                outcomes = await self._flush_with_retries([p.item for p in batch])
+                outcomes = await self._flush_with_retries([item for item, _ in batch])
             except Exception as exc:
-                for pending in batch:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
                 return
-        for pending in batch:
-            if not pending.future.done():
-                pending.future.set_result(outcomes[pending.item.ref.key])
+        for item, future in batch:
+            if not future.done():
+                future.set_result(outcomes[item.ref.key])
 
     async def _flush_with_retries(
         self, items: list[CompactCompletion]

@@ -222,6 +222,10 @@ class Client:
             await conn.execute(SET_QUEUE, queue, dlq)
 
     # -- reads --------------------------------------------------------------------------------
+    def outputs_cached(self) -> bool:
+        """True once the output columns were seen (no probe, no await: checked per job)."""
+        return self.session.probe.cached
+
     async def outputs_supported(self) -> bool:
         """Whether this schema has the output columns (binary-first probe, cached)."""
         return await self.session.outputs_supported()

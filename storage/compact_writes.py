@@ -93,12 +93,15 @@ def utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def split_parts(items: list[CompactCompletion]) -> list[int]:
-    """Part number per item: a new batch row once a claim's outputs pass 64 KiB of text."""
-    sizes = [0 if i.output_text is None else utf8_size(i.output_text) for i in items]
+def split_parts(items: list[CompactCompletion], joined: str | None) -> list[int]:
+    """Part number per item: a new batch row once a claim's outputs pass 64 KiB of text.
+
+    ``joined`` is every output in one text (separators included, so never shorter): when it
+    fits, no claim can need a second row, and no size is taken per item."""
     parts = [0] * len(items)
-    if sum(sizes) <= MAX_BATCH_OUTPUT_BYTES:  # no claim can need a second row
+    if joined is None or utf8_size(joined) <= MAX_BATCH_OUTPUT_BYTES:
         return parts
+    sizes = [0 if i.output_text is None else utf8_size(i.output_text) for i in items]
     order = sorted(range(len(items)), key=lambda i: (items[i].ref.claim_id, items[i].lane_seq))
     claim, part, size = None, 0, 0
     for i in order:
@@ -117,7 +120,6 @@ async def complete_compact(
     conn: Conn, items: list[CompactCompletion], *, outputs_supported: bool
 ) -> dict[AttemptKey, Outcome]:
     """Complete many attempts on the compact path in one transaction (one flush)."""
-    parts = split_parts(items)
     claim_ids = sorted({item.ref.claim_id for item in items})
     texts = [i.output_text for i in items]
     outputs = (
@@ -125,6 +127,7 @@ async def complete_compact(
         if outputs_supported and texts.count(None) < len(texts)
         else None
     )
+    parts = split_parts(items, outputs)
     async with conn.transaction():
         await lock_claims(conn, claim_ids)
         rows = await conn.fetch(

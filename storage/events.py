@@ -44,7 +44,8 @@ class EventBus:
 
     def wants(self, kind: str) -> bool:
         """Whether any listener would receive an event of ``kind`` (skip building it if not)."""
-        return any(kinds is None or kind in kinds for _, kinds in self._listeners)
+        listeners = self._listeners  # none, usually: answered without building a generator
+        return bool(listeners) and any(kinds is None or kind in kinds for _, kinds in listeners)
 
     def emit(self, event: JobEvent) -> None:
         for listener, kinds in self._listeners:

@@ -42,6 +42,9 @@ class _Completed:
     pass
 
 
+_COMPLETED = _Completed()  # no state: one instance serves every attempt
+
+
 @dataclass(frozen=True)
 class _Failed:
     failure: Failure
@@ -99,7 +102,8 @@ async def run_attempt(
         return await _finish(host, claimed, record, mismatch)
     if started is not None:
         started(job)
-    host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
+    if host.events.wants(claimed.kind):
+        host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict = await _call_handler(spec.handler, job)
     if isinstance(verdict, StaleAttempt):
         _drop(host, claimed, job._slot.seal(), "abandoned")
@@ -126,6 +130,8 @@ async def _call_handler(
         return _Failed(Failure.TERMINAL, _describe(exc))
     except Exception as exc:
         return _Failed(Failure.ERROR, _describe(exc))
+    if result is None:  # the common case, decided without the isinstance checks below
+        return _COMPLETED
     if isinstance(result, RetryAfter):
         return _Failed(
             Failure.RETRY_AFTER, f"retry requested after {result.seconds:g}s", result.seconds
@@ -134,7 +140,7 @@ async def _call_handler(
         return _Failed(Failure.CANCEL, result.reason)
     if isinstance(result, Snooze | WaitForCallback):
         return result
-    return _Completed()  # None, or any other return value, which is discarded as in Awa
+    return _COMPLETED  # any other return value is discarded, as in Awa
 
 
 def _describe(exc: BaseException) -> str:
@@ -248,7 +254,7 @@ async def _fail(
 
 
 async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord) -> Ended:
-    supported = await retry_transient(
+    supported = host.outputs_cached() or await retry_transient(
         "output column probe", host.outputs_supported, stop=host.pool.is_closing
     )
     if record.output_text is not None and not supported:
@@ -274,7 +280,14 @@ async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord
             has_state=host.has_attempt_state(record.ref),
         )
     )
-    return Ended(outcome, JobState.COMPLETED if outcome is not Outcome.STALE else None)
+    return _COMPACT_ENDED[outcome]
+
+
+_COMPACT_ENDED = {
+    outcome: Ended(outcome, JobState.COMPLETED if outcome is not Outcome.STALE else None)
+    for outcome in Outcome
+}
+"""A compact completion's end by outcome: immutable, so shared rather than built per job."""
 
 
 def _completed_row(claimed: ClaimedJob) -> JobRow:

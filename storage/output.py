@@ -88,18 +88,14 @@ class OutputSlot:
         """
         if self._sealed:
             raise OutputError("sealed", _SEALED_MESSAGE)
+        text = None
         try:
             text = encode_output(value, expected_type=self._expected_type)
-        except Exception:
-            self._store(None)
-            raise
-        self._store(text)
-
-    def _store(self, text: str | None) -> None:
-        with self._lock:
-            if self._sealed:
-                raise OutputError("sealed", _SEALED_MESSAGE)
-            self._text = text
+        finally:  # stored inline (no call per output), cleared when encoding raised
+            with self._lock:
+                if self._sealed:
+                    raise OutputError("sealed", _SEALED_MESSAGE)
+                self._text = text
 
     def clear(self) -> None:
         """Empty the slot; after the handler returned this does nothing."""

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from storage import claim, executor
@@ -71,17 +70,37 @@ SELECT EXISTS (SELECT 1 FROM queue_lanes l
 """
 
 
-@dataclass
 class InFlight:
-    """An attempt this runtime claimed and is running (or finalizing)."""
+    """An attempt this runtime claimed and is running (or finalizing).
 
-    claimed: ClaimedJob
-    task: asyncio.Task[Ended]
-    job: Job[Any] | None = None  # set once the handler starts; None if it never does
+    One per job, so slotted, and its own ``started`` hook and done callback (bound methods,
+    not two closures and their cells per job)."""
+
+    __slots__ = ("claimed", "job", "key", "runtime", "task")
+
+    def __init__(self, runtime: Runtime, key: AttemptKey, claimed: ClaimedJob) -> None:
+        self.runtime = runtime
+        self.key = key
+        self.claimed = claimed
+        self.task: asyncio.Task[Ended] | None = None
+        self.job: Job[Any] | None = None  # set once the handler starts; None if it never does
 
     @property
     def running(self) -> bool:
-        return not self.task.done()
+        return self.task is not None and not self.task.done()
+
+    def started(self, job: Job[Any]) -> None:
+        self.job = job
+
+    def finished(self, task: asyncio.Task[Ended]) -> None:
+        runtime, key = self.runtime, self.key
+        runtime.inflight.pop(key, None)
+        runtime.stated.discard(key)
+        runtime._slot_free.set()
+        runtime._wake.set()
+        if not task.cancelled() and (error := task.exception()) is not None:
+            # The class only: a driver error's message can quote the data it choked on.
+            log.error("attempt of job %s failed to finalize (%s)", key.job_id, type(error).__name__)
 
 
 class Runtime:
@@ -183,7 +202,7 @@ class Runtime:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        running = [attempt.task for attempt in self.inflight.values()]
+        running = [a.task for a in self.inflight.values() if a.task is not None]
         if running and not abandon and grace is not None:
             _, late = await asyncio.wait(running, timeout=grace)
             abandon = bool(late)
@@ -267,26 +286,11 @@ class Runtime:
 
     def _spawn(self, claimed: ClaimedJob) -> None:
         key = AttemptKey(claimed.job_id, claimed.run_lease)
-
-        def started(job: Job[Any]) -> None:
-            self.inflight[key].job = job
-
-        task = asyncio.get_running_loop().create_task(
-            executor.run_attempt(self.host, claimed, started)
-        )
-        self.inflight[key] = InFlight(claimed, task)
-
-        def done(finished: asyncio.Task[Any]) -> None:
-            self.inflight.pop(key, None)
-            self.stated.discard(key)
-            self._slot_free.set()
-            self._wake.set()
-            if not finished.cancelled() and finished.exception() is not None:
-                # The class only: a driver error's message can quote the data it choked on.
-                failure = type(finished.exception()).__name__
-                log.error("attempt of job %s failed to finalize (%s)", key.job_id, failure)
-
-        task.add_done_callback(done)
+        attempt = self.inflight[key] = InFlight(self, key, claimed)
+        run = executor.run_attempt(self.host, claimed, attempt.started)
+        task = asyncio.get_running_loop().create_task(run)
+        attempt.task = task
+        task.add_done_callback(attempt.finished)
 
     async def _heartbeat_step(self) -> None:
         await asyncio.sleep(self.heartbeat_interval)

@@ -143,7 +143,8 @@ class Worker:
             await self._host.notices.ensure()
 
     def has_attempt_state(self, ref: AttemptRef) -> bool:
-        return self.runtime is not None and self.runtime.has_state(ref.key)
+        runtime = self.runtime  # most runtimes hold no state row: no key is built then
+        return runtime is not None and bool(runtime.stated) and runtime.has_state(ref.key)
 
     def mark_stated(self, key: AttemptKey) -> None:
         """The attempt now has an ``attempt_state`` row (its completion must drop it)."""

@@ -159,7 +159,7 @@ def test_the_batch_split_counts_utf8_bytes_not_characters() -> None:
     text = '"' + "é" * 2000 + '"'  # 2,002 characters, 4,002 bytes
     items = [CompactCompletion(AttemptRef(n, 1, 7), n, 1, text, False) for n in range(20)]
     # 16 x 4,002 B fit in 64 KiB; counted in characters all 20 would (40 KB).
-    assert split_parts(items) == [0] * 16 + [1] * 4
+    assert split_parts(items, "\x1e".join([text] * 20)) == [0] * 16 + [1] * 4
 
 
 async def test_a_batch_without_outputs_stores_null(
