@@ -22,6 +22,8 @@ from storage.errors import (
     InvalidFilter,
     InvalidJobState,
     InvalidName,
+    InvalidOption,
+    InvalidSchedule,
     JobNotFound,
     OperationTimeout,
     OutputError,
@@ -33,6 +35,7 @@ from storage.errors import (
     StaleAttempt,
     StartFailed,
     TerminalError,
+    UniqueConflict,
     UnknownKind,
 )
 from storage.events import JobEvent
@@ -72,6 +75,8 @@ __all__ = [
     "InvalidFilter",
     "InvalidJobState",
     "InvalidName",
+    "InvalidOption",
+    "InvalidSchedule",
     "Job",
     "JobEvent",
     "JobKindDescriptor",
@@ -95,6 +100,7 @@ __all__ = [
     "StateCounts",
     "TaskSpec",
     "TerminalError",
+    "UniqueConflict",
     "UnknownKind",
     "Violation",
     "WaitForCallback",

@@ -69,7 +69,7 @@ WITH lane AS (
     RETURNING claim_id, claimed_at, deadline_at
 )
 SELECT s.job_id, s.kind, s.queue, s.args, s.priority, s.attempt + 1 AS attempt, s.run_lease,
-       s.max_attempts, s.lane_seq, s.run_at, s.created_at, s.payload,
+       s.max_attempts, s.lane_seq, s.run_at, s.created_at, s.payload, s.unique_key,
        b.claim_id, b.claimed_at, b.deadline_at
   FROM scanned s, batch b
  ORDER BY s.lane_seq
@@ -95,6 +95,7 @@ class ClaimedJob:
     claim_id: int
     claimed_at: datetime
     deadline_at: datetime
+    unique_key: str | None = None  # a keyed job completes on the general path
 
 
 async def claim_batch(
@@ -125,6 +126,7 @@ async def claim_batch(
             claim_id=r["claim_id"],
             claimed_at=r["claimed_at"],
             deadline_at=r["deadline_at"],
+            unique_key=r["unique_key"],
         )
         for r in rows
     ]

@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 import asyncpg
 import orjson
 
-from storage import callbacks, reads
+from storage import callbacks, reads, unique
 from storage.batcher import CompletionBatcher
 from storage.callbacks import ExternalCompletion
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
@@ -235,6 +235,8 @@ class Client(Operations):
         run_at = options.pop("run_at", None)
         tags = options.pop("tags", ())
         metadata = options.pop("metadata", None)
+        unique_key = options.pop("unique_key", None)
+        states = unique.resolve_states(options.pop("unique_states", None))
         if options:
             raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
         if kind is None:
@@ -256,6 +258,8 @@ class Client(Operations):
             raise AwaError(f"Priority must be between 1 (highest) and 4, not {priority}.")
         if max_attempts < 1:
             raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
+        if unique_key is not None:
+            check_stored_name(unique_key, "Unique key")
         try:
             args_json = to_json_text(args)
         except JsonConversionError as exc:
@@ -268,10 +272,17 @@ class Client(Operations):
             max_attempts=max_attempts,
             run_at=run_at,
             payload=build_payload(metadata=metadata, tags=tuple(tags)),
+            unique_key=unique_key,
+            unique_states=states if unique_key is not None else (),
         )
 
     async def insert(self, args: Any, **options: Any) -> JobRow:
-        """Insert one job; returns it as stored (``available`` or ``scheduled``)."""
+        """Insert one job; returns it as stored (``available`` or ``scheduled``).
+
+        With ``unique_key=...``, a job of the same kind that holds the key (it is in one of its
+        ``unique_states``, default the unfinished ones) is returned instead, with
+        ``duplicate=True``, and nothing is written (see ``storage.unique``).
+        """
         (row,) = await self.insert_many([args], **options)
         return row
 
@@ -288,10 +299,13 @@ class Client(Operations):
                         "nothing was inserted."
                     )
             inserted = await insert_jobs(conn, jobs, now=datetime.now(UTC))
+            holders = await unique.read_holders(conn, inserted, self._probe.present)
         if self._runtime is not None:
             self._runtime.wake()
         return [
-            JobRow(
+            holders[ins.job_id]
+            if ins.duplicate
+            else JobRow(
                 id=ins.job_id,
                 kind=job.kind,
                 queue=job.queue,
@@ -305,6 +319,7 @@ class Client(Operations):
                 created_at=ins.created_at,
                 tags=list((job.payload or {}).get("tags") or []),
                 metadata=dict((job.payload or {}).get("metadata") or {}),
+                unique_key=job.unique_key,
             )
             for job, ins in zip(jobs, inserted, strict=True)
         ]
@@ -329,6 +344,7 @@ class Client(Operations):
             row = await reads.get_job(conn, job_id, outputs=await self._probe.present(conn))
             if row is None:
                 return None
+            row = await unique.with_key_states(conn, row)
             declared = await declared_output(conn, row.kind, self._local_output_model)
         return row.model_copy(update={"declared_output_type": declared.type_name})
 

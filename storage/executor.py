@@ -224,7 +224,7 @@ async def _complete(client: Client, claimed: ClaimedJob, record: AttemptRecord) 
     general = (
         bool(record.staged)
         or record.poisoned is not None
-        or takes_general_path(claimed.payload, None)
+        or takes_general_path(claimed.payload, claimed.unique_key)
     )
     if general:
         return await _write(

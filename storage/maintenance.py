@@ -21,7 +21,7 @@ from datetime import timedelta
 
 import asyncpg
 
-from storage import enqueue, transitions
+from storage import enqueue, transitions, unique
 from storage.db import Conn
 from storage.finalize import AttemptRef, Outcome
 from storage.models import JobState
@@ -113,6 +113,7 @@ PURGE_OLD_DLQ = """
 DELETE FROM dlq_entries
  WHERE job_id IN (SELECT job_id FROM dlq_entries WHERE dlq_at < now() - $1::interval
                    ORDER BY dlq_at LIMIT $2)
+RETURNING job_id, unique_key IS NOT NULL AS keyed
 """
 
 RING = "SELECT slot_count, current_slot, rotated_at FROM ring_state WHERE ring = $1 FOR UPDATE"
@@ -249,9 +250,7 @@ async def run_pass(
         report.rescued, report.timed_out = len(rescued), len(timed_out)
         report.rescues = rescued + timed_out
         await conn.execute(ORPHAN_STATE)
-        report.dlq_purged = _count(
-            await conn.execute(PURGE_OLD_DLQ, settings.dlq_retention, settings.batch)
-        )
+        report.dlq_purged = await purge_old_dlq(conn, settings)
         await advance_horizon(conn)
         rotated, pruned = [], []
         for ring, interval in (
@@ -283,8 +282,12 @@ async def advance_horizon(conn: Conn) -> None:
     )
 
 
-def _count(status: str) -> int:
-    return int(status.rsplit(" ", 1)[-1])
+async def purge_old_dlq(conn: Conn, settings: MaintenanceSettings) -> int:
+    """Purge dead-lettered jobs past retention, and the keys of the keyed ones."""
+    async with conn.transaction():
+        purged = await conn.fetch(PURGE_OLD_DLQ, settings.dlq_retention, settings.batch)
+        await unique.forget(conn, [r["job_id"] for r in purged if r["keyed"]])
+    return len(purged)
 
 
 async def rescue_expired(conn: Conn, settings: MaintenanceSettings) -> list[Rescued]:
@@ -413,5 +416,6 @@ async def prune_slot(
             await conn.execute(SKIP_DEAD_PREFIX, queues, [lane["priority"] for lane in lanes])
         cols = (", output", ", output") if outputs_supported else ("", "")
         await conn.execute(CARRY_FAILED % cols, slot, live_slot, settings.failed_retention)
+        await unique.forget_pruned(conn, slot)
     await conn.execute(f"TRUNCATE {', '.join(partitions)}")
     return True

@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from storage import enqueue, finalize
+from storage import enqueue, finalize, unique
 from storage.db import Conn
 from storage.finalize import AttemptRef, Outcome
-from storage.models import JobState
+from storage.models import TERMINAL_STATES, JobState
 from storage.payload import append_error, error_entry, with_progress, without_progress
 
 MAX_BACKOFF_SECONDS = 3600.0
@@ -116,6 +116,7 @@ async def complete_general(
                 output_text=record.output_text,
                 outputs_supported=outputs_supported,
             )
+            await _release_key(conn, opened, JobState.COMPLETED)
     except _Stale:
         return await _stale_or_already(conn, record.ref)
     return Ended(Outcome.WRITTEN, JobState.COMPLETED)
@@ -171,6 +172,8 @@ async def fail(
                 now,
                 dlq_reason,
             )
+            if ended.state in TERMINAL_STATES:
+                await _release_key(conn, opened, ended.state)
     except _Stale:
         return await _stale_or_already(conn, record.ref)
     return ended
@@ -271,6 +274,12 @@ async def park(conn: Conn, record: AttemptRecord, callback_id: str) -> Ended | N
     if parked == callback_id:
         return Ended(Outcome.WRITTEN, JobState.WAITING_EXTERNAL)
     return None
+
+
+async def _release_key(conn: Conn, opened: finalize.OpenAttempt, state: JobState) -> None:
+    """A keyed job that ended lets its key go (unless it holds it in ``state`` too)."""
+    if opened.row["unique_key"] is not None:
+        await unique.release(conn, opened.row["job_id"], state)
 
 
 async def _stale_or_already(conn: Conn, ref: AttemptRef) -> Ended:
