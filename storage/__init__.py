@@ -53,6 +53,7 @@ from storage.models import (
 )
 from storage.names import check_schema_name
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.periodic import PeriodicSchedule
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.schema import Violation, schema_violations
@@ -88,6 +89,7 @@ __all__ = [
     "OperationTimeout",
     "OutputError",
     "OutputSlot",
+    "PeriodicSchedule",
     "PermissionDenied",
     "ReadOnlyError",
     "RetryAfter",

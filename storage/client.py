@@ -7,14 +7,14 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import asyncpg
 import orjson
 
-from storage import callbacks, reads, unique
+from storage import callbacks, periodic, reads, unique
 from storage.batcher import CompletionBatcher
 from storage.callbacks import ExternalCompletion
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
@@ -98,6 +98,7 @@ class Client(Operations):
         self._tasks: dict[str, TaskSpec] = {}
         self._descriptors: dict[str, JobKindDescriptor] = {}
         self._completed_specs: dict[str, list[CompletedSpec]] = {}
+        self._schedules: dict[str, periodic.Declared] = {}
         self._probe = OutputColumnsProbe()
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self._runtime: Runtime | None = None
@@ -324,6 +325,29 @@ class Client(Operations):
             for job, ins in zip(jobs, inserted, strict=True)
         ]
 
+    def periodic(
+        self,
+        args: Any,
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        **options: Any,
+    ) -> None:
+        """Declare a periodic job (``cron`` in ``timezone``, or ``every``); ``start()`` stores
+        it and the maintenance leader enqueues each tick once (see ``storage.periodic``).
+        ``name`` defaults to the kind; ``options`` are insert options (queue, priority, ...)."""
+        job, when = self.build_job(args, options), periodic.cadence(cron, every, timezone)
+        self._schedules[name or job.kind] = periodic.declare(name or job.kind, job, when)
+
+    async def store_schedules(self) -> None:
+        """Store this client's declared schedules (``start()`` does it)."""
+        if not self._schedules:
+            return
+        async with self._connection("store_schedules") as conn:
+            await periodic.store(conn, list(self._schedules.values()), datetime.now(UTC))
+
     async def configure_queue(self, queue: str, *, dlq: bool) -> None:
         """Turn the dead-letter queue on or off for ``queue``."""
         check_stored_name(queue, "Queue")
@@ -523,6 +547,8 @@ class Client(Operations):
         listening, step = self.notices.active, "record its task descriptors"
         try:
             await self.sync_descriptors()
+            step = "store its periodic schedules"
+            await self.store_schedules()
             step = "listen for cancellations"
             await self.ensure_listener()
         except BaseException as exc:

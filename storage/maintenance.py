@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
-from storage import enqueue, transitions, unique
+from storage import enqueue, periodic, transitions, unique
 from storage.db import Conn
 from storage.finalize import AttemptRef, Outcome
 from storage.models import JobState
@@ -233,18 +233,25 @@ class PassReport:
     pruned: tuple[str, ...] = ()
     leader: bool = True
     dlq_purged: int = 0
+    periodic: int = 0  # ticks enqueued
     rescues: list[Rescued] = field(default_factory=list)  # committed, in order (for events)
 
 
 async def run_pass(
-    conn: Conn, settings: MaintenanceSettings, *, outputs_supported: bool
+    conn: Conn,
+    settings: MaintenanceSettings,
+    *,
+    outputs_supported: bool,
+    now: datetime | None = None,
 ) -> PassReport:
-    """One maintenance pass, if this connection wins leadership for it."""
+    """One maintenance pass, if this connection wins leadership for it. Periodic ticks are
+    judged at the database's clock, or at ``now`` when given (tests)."""
     if not await conn.fetchval(TRY_LOCK_MAINTENANCE_LEADER):
         return PassReport(leader=False)
     try:
         report = PassReport()
         report.promoted = await enqueue.promote_due(conn, limit=settings.batch)
+        report.periodic = len(await periodic.run_due(conn, now))
         rescued = await rescue_expired(conn, settings)
         timed_out = await rescue_callback_timeouts(conn, settings)
         report.rescued, report.timed_out = len(rescued), len(timed_out)

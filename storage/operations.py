@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage import admin, counting, descriptors, listing, maintenance
+from storage import admin, counting, descriptors, listing, maintenance, periodic
 from storage.db import acquire
 from storage.errors import AwaError, InvalidJobState, JobNotFound
 from storage.events import EventBus, JobEvent
@@ -240,6 +240,17 @@ class Operations:
     async def list_kinds(self) -> list[KindSummary]:
         async with self._connection("list_kinds") as conn:
             return await descriptors.list_kinds(conn)
+
+    # -- periodic schedules --------------------------------------------------------------------
+    async def list_schedules(self) -> list[periodic.PeriodicSchedule]:
+        """The stored periodic schedules with their next run, by name."""
+        async with self._connection("list_schedules") as conn:
+            return await periodic.list_schedules(conn)
+
+    async def remove_schedule(self, name: str) -> bool:
+        """Stop a stored schedule (a client that declares it again stores it again)."""
+        async with self._connection("remove_schedule") as conn:
+            return await periodic.remove(conn, check_stored_name(name, "Schedule"))
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
