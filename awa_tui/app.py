@@ -44,7 +44,7 @@ from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, red
 ClientFactory = Callable[[], Awaitable[Client]]
 
 # Worker groups that only read: their success means the database answered.
-READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "probe"})
+READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "schedules", "probe"})
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -62,6 +62,7 @@ class AwaApp(Guarded, App[int]):
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("K", "kinds", "Kinds", id="app.kinds"),
         Binding("L", "dlq", "DLQ", id="app.dlq"),
+        Binding("S", "schedules", "Schedules", show=False, id="app.schedules"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -361,6 +362,12 @@ class AwaApp(Guarded, App[int]):
 
         if not isinstance(self.screen, DlqScreen):
             self.push_screen(DlqScreen())
+
+    def action_schedules(self) -> None:
+        from awa_tui.screens.schedules import SchedulesScreen
+
+        if not isinstance(self.screen, SchedulesScreen):
+            self.push_screen(SchedulesScreen())
 
     def open_job(self, job_id: int) -> None:
         from awa_tui.screens.detail import JobDetailScreen

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from awa_tui.query import JobQuery
-from storage import JobKindDescriptor, JobRow, KindSummary, StateCounts
+from storage import JobKindDescriptor, JobRow, KindSummary, PeriodicSchedule, StateCounts
 
 
 @dataclass
@@ -56,3 +56,8 @@ class JobsChanged(Message):
     """A write finished; screens showing these jobs should reload. Empty ids: many jobs."""
 
     job_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class SchedulesLoaded(Message):
+    schedules: list[PeriodicSchedule]
