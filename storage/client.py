@@ -237,6 +237,8 @@ class Client(Operations):
         tags = options.pop("tags", ())
         metadata = options.pop("metadata", None)
         unique_key = options.pop("unique_key", None)
+        if callable(unique_key):  # insert_many: a key per row, computed from its args
+            unique_key = unique_key(args)
         states = unique.resolve_states(options.pop("unique_states", None))
         if options:
             raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
@@ -288,7 +290,11 @@ class Client(Operations):
         return row
 
     async def insert_many(self, args_list: Iterable[Any], **options: Any) -> list[JobRow]:
-        """Insert many jobs with the same options in one transaction."""
+        """Insert many jobs with the same options in one transaction.
+
+        ``unique_key`` may be a function of the args (a key per row); each row follows the
+        rule of ``insert``.
+        """
         jobs = [self.build_job(args, options) for args in args_list]
         if not jobs:
             return []

@@ -96,6 +96,17 @@ async def test_insert_many_applies_the_rule_per_row(
     assert await conn.fetchval("SELECT count(*) FROM ready_entries") == 3
 
 
+async def test_insert_many_takes_a_key_per_row_from_a_function_of_the_args(
+    client: Client, invoices: None
+) -> None:
+    rows = await client.insert_many(
+        [Invoice(n=1), Invoice(n=2), Invoice(n=1)], unique_key=lambda a: f"inv-{a.n}"
+    )
+    assert [r.unique_key for r in rows] == ["inv-1", "inv-2", "inv-1"]
+    assert [r.duplicate for r in rows] == [False, False, True]
+    assert rows[2].id == rows[0].id
+
+
 async def test_a_key_is_free_again_once_the_job_completes(
     client: Client, invoices: None, conn: asyncpg.Connection
 ) -> None:
@@ -215,3 +226,19 @@ async def test_a_bad_unique_states_option_writes_nothing(
 
 def _unfinished() -> list[str]:
     return ["scheduled", "available", "running", "waiting_external", "retryable"]
+
+
+async def test_every_unique_and_periodic_statement_prepares(conn: asyncpg.Connection) -> None:
+    from storage import periodic, unique
+
+    statements = {
+        f"{module.__name__}.{name}": value
+        for module in (unique, periodic)
+        for name, value in vars(module).items()
+        if name.isupper()
+        and isinstance(value, str)
+        and value.lstrip().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"))
+    }
+    assert len(statements) >= 15
+    for name, sql in statements.items():
+        assert await conn.prepare(sql) is not None, name
