@@ -24,6 +24,7 @@ from storage.errors import (
     ArgsValidationError,
     AwaError,
     DatabaseError,
+    InvalidOption,
     ReadOnlyError,
     SchemaNotMigrated,
     StaleAttempt,
@@ -239,7 +240,7 @@ class Client(Operations):
         unique_key = options.pop("unique_key", None)
         if callable(unique_key):  # insert_many: a key per row, computed from its args
             unique_key = unique_key(args)
-        states = unique.resolve_states(options.pop("unique_states", None))
+        states = options.pop("unique_states", None)
         if options:
             raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
         if kind is None:
@@ -263,6 +264,9 @@ class Client(Operations):
             raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
         if unique_key is not None:
             check_stored_name(unique_key, "Unique key")
+            states = unique.resolve_states(states)
+        elif states is not None:
+            raise InvalidOption("unique_states= needs a unique_key=; nothing was inserted.")
         try:
             args_json = to_json_text(args)
         except JsonConversionError as exc:
@@ -276,7 +280,7 @@ class Client(Operations):
             run_at=run_at,
             payload=build_payload(metadata=metadata, tags=tuple(tags)),
             unique_key=unique_key,
-            unique_states=states if unique_key is not None else (),
+            unique_states=states or (),
         )
 
     async def insert(self, args: Any, **options: Any) -> JobRow:

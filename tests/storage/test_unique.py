@@ -221,6 +221,8 @@ async def test_a_bad_unique_states_option_writes_nothing(
 ) -> None:
     with pytest.raises(InvalidOption):
         await client.insert(Invoice(), unique_key="x", unique_states=["available"])
+    with pytest.raises(InvalidOption, match="needs a unique_key"):
+        await client.insert(Invoice(), unique_states=[*_unfinished(), "completed"])
     assert await conn.fetchval("SELECT count(*) FROM unique_keys") == 0
 
 
