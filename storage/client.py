@@ -19,7 +19,7 @@ from storage.batcher import CompletionBatcher
 from storage.callbacks import ExternalCompletion
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
 from storage.db import acquire, create_pool, translate_errors
-from storage.enqueue import NewJob, insert_jobs
+from storage.enqueue import KeyedJob, NewJob, insert_jobs, key_of
 from storage.errors import (
     ArgsValidationError,
     AwaError,
@@ -264,24 +264,24 @@ class Client(Operations):
             raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
         if unique_key is not None:
             check_stored_name(unique_key, "Unique key")
-            states = unique.resolve_states(states)
         elif states is not None:
             raise InvalidOption("unique_states= needs a unique_key=; nothing was inserted.")
         try:
             args_json = to_json_text(args)
         except JsonConversionError as exc:
             raise ArgsValidationError(f"Args for kind {kind!r} cannot be stored: {exc}") from exc
-        return NewJob(
-            kind=kind,
-            queue=queue or (spec.queue if spec else "default"),
-            args_json=args_json,
-            priority=priority,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            payload=build_payload(metadata=metadata, tags=tuple(tags)),
-            unique_key=unique_key,
-            unique_states=states or (),
+        job = (
+            kind,
+            queue or (spec.queue if spec else "default"),
+            args_json,
+            priority,
+            max_attempts,
+            run_at,
+            build_payload(metadata=metadata, tags=tuple(tags)),
         )
+        if unique_key is None:
+            return NewJob(*job)
+        return KeyedJob(*job, unique_key, unique.resolve_states(states))
 
     async def insert(self, args: Any, **options: Any) -> JobRow:
         """Insert one job; returns it as stored (``available`` or ``scheduled``).
@@ -330,7 +330,7 @@ class Client(Operations):
                 created_at=ins.created_at,
                 tags=list((job.payload or {}).get("tags") or []),
                 metadata=dict((job.payload or {}).get("metadata") or {}),
-                unique_key=job.unique_key,
+                unique_key=key_of(job),
             )
             for job, ins in zip(jobs, inserted, strict=True)
         ]

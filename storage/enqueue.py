@@ -85,8 +85,19 @@ class NewJob:
     max_attempts: int
     run_at: datetime | None
     payload: dict[str, Any] | None
-    unique_key: str | None = None
-    unique_states: tuple[str, ...] = ()  # see storage.unique.resolve_states
+
+
+@dataclass(frozen=True)
+class KeyedJob(NewJob):
+    """A job with a unique key (``storage.unique``). Plain jobs stay ``NewJob``: a frozen
+    dataclass pays for every field at construction, and they carry none of these."""
+
+    unique_key: str
+    unique_states: tuple[str, ...]  # see storage.unique.resolve_states
+
+
+def key_of(job: NewJob) -> str | None:
+    return job.unique_key if isinstance(job, KeyedJob) else None
 
 
 @dataclass(frozen=True)
@@ -110,13 +121,11 @@ async def insert_jobs(conn: Conn, jobs: list[NewJob], *, now: datetime) -> list[
     results: dict[int, Inserted] = {}
     async with conn.transaction():
         ids: dict[int, int] = {}
-        keyed = [i for i, job in enumerate(jobs) if job.unique_key is not None]
+        keyed = [(i, job) for i, job in enumerate(jobs) if isinstance(job, KeyedJob)]
         if keyed:
-            requests = [
-                unique.KeyRequest(jobs[i].kind, jobs[i].unique_key or "", jobs[i].unique_states)
-                for i in keyed
-            ]
-            for i, outcome in zip(keyed, await unique.claim(conn, requests), strict=True):
+            requests = [unique.KeyRequest(j.kind, j.unique_key, j.unique_states) for _, j in keyed]
+            outcomes = await unique.claim(conn, requests)
+            for (i, _), outcome in zip(keyed, outcomes, strict=True):
                 if outcome.duplicate:
                     results[i] = Inserted(outcome.job_id, False, now, now, duplicate=True)
                 else:
@@ -177,7 +186,7 @@ async def _write(
     keyed twin, which writes the ids its keys drew and the keys."""
     if not any(i in ids for i in indexes):
         return await conn.fetch(plain, *args)
-    keys = [jobs[i].unique_key for i in indexes]
+    keys = [key_of(jobs[i]) for i in indexes]
     return await conn.fetch(keyed, *args, [ids.get(i) for i in indexes], keys)
 
 

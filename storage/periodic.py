@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from storage import enqueue, unique
 from storage.db import Conn
-from storage.enqueue import NewJob
+from storage.enqueue import KeyedJob, NewJob
 from storage.errors import InvalidSchedule
 from storage.names import check_stored_name
 
@@ -177,7 +177,7 @@ class Declared:
 
 
 def declare(name: str, job: NewJob, when: Cadence) -> Declared:
-    if job.run_at is not None or job.unique_key is not None:
+    if job.run_at is not None or isinstance(job, KeyedJob):
         raise InvalidSchedule(
             "A periodic job takes neither run_at= (its ticks say when) nor unique_key= "
             "(each tick has its own)."
@@ -230,7 +230,7 @@ async def enqueue_due(conn: Conn, now: datetime) -> list[int]:
             tick = when.latest(now)
             job_id = None
             if row["last_tick_at"] is None or tick > row["last_tick_at"]:
-                job = NewJob(
+                job = KeyedJob(
                     kind=row["kind"],
                     queue=row["queue"],
                     args_json=orjson.dumps(row["args"]),
