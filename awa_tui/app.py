@@ -45,7 +45,7 @@ from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, red
 ClientFactory = Callable[[], Awaitable[Client]]
 
 # Worker groups that only read: their success means the database answered.
-READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "probe"})
+READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "schedules", "probe"})
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -65,6 +65,7 @@ class AwaApp(Guarded, App[int]):
         Binding("L", "dlq", "DLQ", id="app.dlq"),
         Binding("Q", "queues", "Queues", id="app.queues"),
         Binding("G", "failure_groups", "Failures", id="app.groups"),
+        Binding("S", "schedules", "Schedules", show=False, id="app.schedules"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -370,6 +371,12 @@ class AwaApp(Guarded, App[int]):
 
     def action_failure_groups(self) -> None:
         self._open_once("failure_groups", "FailureGroupsScreen")
+
+    def action_schedules(self) -> None:
+        from awa_tui.screens.schedules import SchedulesScreen
+
+        if not isinstance(self.screen, SchedulesScreen):
+            self.push_screen(SchedulesScreen())
 
     def open_job(self, job_id: int) -> None:
         from awa_tui.screens.detail import JobDetailScreen

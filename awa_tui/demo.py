@@ -235,7 +235,11 @@ async def seed(client: Client, rng: random.Random) -> None:
     await client.insert_many([AwaitPayment(order_id=900 + n, provider="adyen") for n in range(3)])
     await client.insert(BuildReport(report="nightly-sales", seconds=45))
     later = datetime.now(UTC) + timedelta(minutes=rng.randint(10, 50))
-    await client.insert(BuildReport(report="weekly-finance", seconds=5), run_at=later)
+    await client.insert(
+        BuildReport(report="weekly-finance", seconds=5),
+        run_at=later,
+        unique_key="report:weekly-finance",  # the job detail shows the key and its holder
+    )
 
 
 async def feed(client: Client, rng: random.Random) -> None:
@@ -282,6 +286,14 @@ class DemoWorkload:
         client = await DemoClient.connect(self.dsn, self.schema)
         register(client)
         await seed(client, self.rng)
+        # Periodic schedules (the S screen): stored by start(), enqueued by maintenance.
+        client.periodic(BuildReport(report="digest", seconds=2), every=timedelta(minutes=1))
+        client.periodic(
+            BuildReport(report="nightly-sales", seconds=45),
+            cron="0 2 * * *",
+            timezone="Europe/Paris",
+            name="nightly-sales",
+        )
         await client.start()
         client.feeder = asyncio.get_running_loop().create_task(feed(client, self.rng))
         if not self.read_only:

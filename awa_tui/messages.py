@@ -17,6 +17,7 @@ from storage import (
     JobKindDescriptor,
     JobRow,
     KindSummary,
+    PeriodicSchedule,
     QueueSummary,
     StateCounts,
 )
@@ -80,3 +81,8 @@ class JobsChanged(Message):
     """A write finished; screens showing these jobs should reload. Empty ids: many jobs."""
 
     job_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class SchedulesLoaded(Message):
+    schedules: list[PeriodicSchedule]

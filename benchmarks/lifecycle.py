@@ -2,7 +2,8 @@
 
 Each run inserts N jobs into a fresh schema (``insert_many``, batches of 2,000) and runs
 them with the real runtime until idle. Cases: no output (baseline), 100 B (ADR-048's gate),
-4 KiB numeric array and many-key object (reported), general path via tags (1/20 the jobs).
+4 KiB numeric array and many-key object (reported), general path via tags and via a unique
+key per job (1/20 the jobs each).
 The gated case runs next to its baseline, order flipped per round; ratios are paired.
 
 Per run: enqueue, run-phase and lifecycle jobs/s, WAL, client CPU (and the GC's share) and
@@ -61,6 +62,7 @@ class Case:
     label: str
     shape: Shape | None
     general: bool = False
+    unique: bool = False  # a unique key per job (general path, plus its unique_keys row)
 
     def jobs(self, plan_jobs: int) -> int:
         return max(200, plan_jobs // 20) if self.general else plan_jobs
@@ -72,6 +74,7 @@ CASES = (
     Case("num4k", "4 KiB numeric array, every job", NUMERIC),
     Case("obj4k", "4 KiB many-key object, every job", MANY_KEYS),
     Case("general", "general path (tags), no output", None, general=True),
+    Case("unique", "unique key per job, no output", None, general=True, unique=True),
 )
 BASELINE, GATED = CASES[0], CASES[1]
 
@@ -117,9 +120,7 @@ async def run_once(
         cpu_started = time.process_time()
         started = time.perf_counter()
         with GcClock() as gc_clock:
-            await insert_all(
-                client, [Noop(i) for i in range(jobs)], **({"tags": ["x"]} if case.general else {})
-            )
+            await insert_all(client, [Noop(i) for i in range(jobs)], **_insert_options(case))
             inserted = time.perf_counter()
             await client.run_until_idle(maintenance_interval=None, **options)
             finished = time.perf_counter()
@@ -215,6 +216,12 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
                 )
             )
     return [speed, cost]
+
+
+def _insert_options(case: Case) -> dict[str, Any]:
+    if case.unique:
+        return {"unique_key": lambda args: f"k{args.i}"}
+    return {"tags": ["x"]} if case.general else {}
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:

@@ -22,6 +22,8 @@ from storage.errors import (
     InvalidFilter,
     InvalidJobState,
     InvalidName,
+    InvalidOption,
+    InvalidSchedule,
     JobNotFound,
     OperationTimeout,
     OutputError,
@@ -33,6 +35,7 @@ from storage.errors import (
     StaleAttempt,
     StartFailed,
     TerminalError,
+    UniqueConflict,
     UnknownKind,
     UnstorableText,
 )
@@ -56,6 +59,7 @@ from storage.models import (
 )
 from storage.names import check_schema_name
 from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.periodic import PeriodicSchedule
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.schema import Violation, schema_violations
@@ -82,6 +86,8 @@ __all__ = [
     "InvalidFilter",
     "InvalidJobState",
     "InvalidName",
+    "InvalidOption",
+    "InvalidSchedule",
     "Job",
     "JobEvent",
     "JobKindDescriptor",
@@ -94,6 +100,7 @@ __all__ = [
     "OperationTimeout",
     "OutputError",
     "OutputSlot",
+    "PeriodicSchedule",
     "PermissionDenied",
     "QueueSummary",
     "ReadOnlyError",
@@ -108,6 +115,7 @@ __all__ = [
     "TaskSpec",
     "Tasks",
     "TerminalError",
+    "UniqueConflict",
     "UnknownKind",
     "UnstorableText",
     "Violation",

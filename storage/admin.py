@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from storage import attempt_writes, reads
+from storage import attempt_writes, reads, unique
 from storage.attempt import AttemptRef
 from storage.db import Conn
 from storage.errors import InvalidJobState, JobNotFound
@@ -126,6 +126,7 @@ SELECT cb.claim_id FROM claim_batches cb JOIN ready_entries r
 """
 READ_ONLY = "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
 
+RETRYABLE = (JobState.FAILED, JobState.CANCELLED)
 CANCELLABLE = "available, scheduled, retryable, running or waiting_external"
 
 
@@ -169,6 +170,8 @@ async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
                 raise _refuse(row, "cancelled", CANCELLABLE)
             seen = (row.state, row.run_lease)
             if await _cancel_pass(conn, row):
+                if row.unique_key is not None:
+                    await unique.release(conn, job_id, JobState.CANCELLED)
                 return
     raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
 
@@ -216,9 +219,11 @@ async def retry(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Run a failed or cancelled job again: same id, attempt 0, errors kept."""
     async with conn.transaction():
         row = await _current(conn, job_id, outputs)
+        if row.unique_key is not None and (row.dlq is not None or row.state in RETRYABLE):
+            await unique.reacquire(conn, job_id)  # keys before lanes, as inserts take them
         if row.dlq is not None:
             status = await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
-        elif row.state in (JobState.FAILED, JobState.CANCELLED):
+        elif row.state in RETRYABLE:
             status = await conn.execute(RETRY_DONE % {"requeue": REQUEUE}, job_id, row.run_lease)
         else:
             raise _refuse(row, "retried", "failed, cancelled or dead-lettered")
@@ -232,6 +237,8 @@ async def retry_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
         row = await _current(conn, job_id, outputs)
         if row.dlq is None:
             raise _refuse(row, "retried from the DLQ", "dead-lettered")
+        if row.unique_key is not None:
+            await unique.reacquire(conn, job_id)
         await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
 
 
@@ -247,13 +254,18 @@ async def delete(conn: Conn, job_id: int, *, outputs: bool) -> None:
             await conn.execute(DELETE_GENERAL, job_id, row.run_lease, row.state.value)
         else:
             raise _refuse(row, "deleted", "completed, failed or cancelled")
+        if row.unique_key is not None:
+            await unique.forget(conn, [job_id])
 
 
 async def purge_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
-    row = await _current(conn, job_id, outputs)
-    if row.dlq is None:
-        raise _refuse(row, "purged from the DLQ", "dead-lettered")
-    await conn.execute(PURGE_DLQ, job_id)
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is None:
+            raise _refuse(row, "purged from the DLQ", "dead-lettered")
+        await conn.execute(PURGE_DLQ, job_id)
+        if row.unique_key is not None:
+            await unique.forget(conn, [job_id])
 
 
 async def database_read_only(conn: Conn) -> bool:

@@ -47,10 +47,16 @@ def backoff_seconds(attempt: int, rng: random.Random | None = None) -> float:
     return base * (1 + (rng or random).random() * 0.25)
 
 
-def completes_on_general_path(record: AttemptRecord, payload: dict[str, Any] | None) -> bool:
-    """A completion with follow-ups, a poisoned stage or a payload to rewrite needs its own
-    transaction; every other completion joins a compact flush."""
-    return bool(record.staged) or record.poisoned is not None or takes_general_path(payload, None)
+def completes_on_general_path(
+    record: AttemptRecord, payload: dict[str, Any] | None, unique_key: str | None = None
+) -> bool:
+    """A completion with follow-ups, a poisoned stage, a payload to rewrite or a unique key to
+    release needs its own transaction; every other completion joins a compact flush."""
+    return (
+        bool(record.staged)
+        or record.poisoned is not None
+        or takes_general_path(payload, unique_key)
+    )
 
 
 def outcome_of_rewrite(closed_with: str | None) -> Outcome:

@@ -20,11 +20,11 @@ from typing import Any
 
 import asyncpg
 
-from storage import enqueue
+from storage import enqueue, unique
 from storage.attempt import AttemptRecord, AttemptRef, Ended, Outcome
 from storage.attempt_rules import Failure, FailurePlan, outcome_of_rewrite, plan_failure
 from storage.db import Conn
-from storage.models import JobState
+from storage.models import TERMINAL_STATES, JobState
 from storage.payload import Payload, append_error, error_entry, with_progress, without_progress
 from storage.sql_shared import LOCK_ATTEMPT
 
@@ -216,6 +216,7 @@ async def complete_general(
                 output_text=record.output_text,
                 outputs_supported=outputs_supported,
             )
+            await _release_key(conn, opened, JobState.COMPLETED)
     except _Stale:
         return await _stale_or_already(conn, record.ref)
     return Ended(Outcome.WRITTEN, JobState.COMPLETED)
@@ -260,6 +261,8 @@ async def fail(
             else:
                 payload = with_progress(opened.payload, progress)
             ended = await _write_failed(conn, record, plan, opened.dlq_enabled, payload)
+            if ended.state in TERMINAL_STATES:
+                await _release_key(conn, opened, ended.state)
     except _Stale:
         return await _stale_or_already(conn, record.ref)
     return ended
@@ -340,6 +343,12 @@ async def park(conn: Conn, record: AttemptRecord, callback_id: str) -> Ended | N
     if parked == callback_id:
         return Ended(Outcome.WRITTEN, JobState.WAITING_EXTERNAL)
     return None
+
+
+async def _release_key(conn: Conn, opened: OpenAttempt, state: JobState) -> None:
+    """A keyed job that ended lets its key go (unless it holds it in ``state`` too)."""
+    if opened.row["unique_key"] is not None:
+        await unique.release(conn, opened.row["job_id"], state)
 
 
 async def _stale_or_already(conn: Conn, ref: AttemptRef) -> Ended:

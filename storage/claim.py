@@ -77,7 +77,7 @@ WITH lane AS (
 )
 SELECT s.job_id, s.kind, s.queue, s.args, s.priority, s.attempt + 1 AS attempt, s.run_lease,
        s.max_attempts, s.lane_seq, s.run_at, s.created_at, s.payload,
-       b.claim_id, b.claimed_at, b.deadline_at
+       b.claim_id, b.claimed_at, b.deadline_at, s.unique_key
   FROM scanned s, batch b
  ORDER BY s.lane_seq
 """
@@ -102,6 +102,7 @@ class ClaimedJob:
     claim_id: int
     claimed_at: datetime
     deadline_at: datetime
+    unique_key: str | None = None  # a keyed job completes on the general path
 
 
 async def claim_batch(
@@ -122,23 +123,6 @@ async def claim_batch(
         rows = await conn.fetch(
             CLAIM_BATCH, lane["queue"], lane["priority"], limit, deadline_seconds
         )
-    return [
-        ClaimedJob(
-            job_id=r["job_id"],
-            kind=r["kind"],
-            queue=r["queue"],
-            args=r["args"],
-            priority=r["priority"],
-            attempt=r["attempt"],
-            run_lease=r["run_lease"],
-            max_attempts=r["max_attempts"],
-            lane_seq=r["lane_seq"],
-            run_at=r["run_at"],
-            created_at=r["created_at"],
-            payload=r["payload"],
-            claim_id=r["claim_id"],
-            claimed_at=r["claimed_at"],
-            deadline_at=r["deadline_at"],
-        )
-        for r in rows
-    ]
+    # The columns come in ClaimedJob's field order: positional construction costs a fraction
+    # of sixteen keyword lookups per claimed job.
+    return [ClaimedJob(*r) for r in rows]

@@ -5,18 +5,18 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import asyncpg
 import orjson
 
-from storage import reads
+from storage import periodic, reads, unique
 from storage.batcher import CompletionBatcher
 from storage.callback_ops import CallbackOperations
 from storage.db import acquire, create_pool
-from storage.enqueue import NewJob, insert_jobs
+from storage.enqueue import NewJob, insert_jobs, key_of
 from storage.errors import (
     SchemaNotMigrated,
     UnknownKind,
@@ -68,6 +68,7 @@ class Client:
         self.session = Session(pool, dsn)
         self.events = self.session.events
         self.registry = tasks if tasks is not None else Tasks()
+        self._schedules: dict[str, periodic.Declared] = {}
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self.operations = Operations(self.session, lambda: self.registry.specs)
         self.worker = Worker(self, self.session)
@@ -178,12 +179,21 @@ class Client:
         return self.registry.build_job(args, options)
 
     async def insert(self, args: Any, **options: Any) -> JobRow:
-        """Insert one job; returns it as stored (``available`` or ``scheduled``)."""
+        """Insert one job; returns it as stored (``available`` or ``scheduled``).
+
+        With ``unique_key=...``, a job of the same kind that holds the key (it is in one of its
+        ``unique_states``, default the unfinished ones) is returned instead, with
+        ``duplicate=True``, and nothing is written (see ``storage.unique``).
+        """
         (row,) = await self.insert_many([args], **options)
         return row
 
     async def insert_many(self, args_list: Iterable[Any], **options: Any) -> list[JobRow]:
-        """Insert many jobs with the same options in one transaction."""
+        """Insert many jobs with the same options in one transaction.
+
+        ``unique_key`` may be a function of the args (a key per row); each row follows the
+        rule of ``insert``.
+        """
         jobs = [self.build_job(args, options) for args in args_list]
         if not jobs:
             return []
@@ -195,9 +205,12 @@ class Client:
                         "nothing was inserted."
                     )
             inserted = await insert_jobs(conn, jobs, now=datetime.now(UTC))
+            holders = await unique.read_holders(conn, inserted, self.session.probe.present)
         self.worker.wake()
         return [
-            JobRow(
+            holders[ins.job_id]
+            if ins.duplicate
+            else JobRow(
                 id=ins.job_id,
                 kind=job.kind,
                 queue=job.queue,
@@ -211,9 +224,33 @@ class Client:
                 created_at=ins.created_at,
                 tags=list((job.payload or {}).get("tags") or []),
                 metadata=dict((job.payload or {}).get("metadata") or {}),
+                unique_key=key_of(job),
             )
             for job, ins in zip(jobs, inserted, strict=True)
         ]
+
+    def periodic(
+        self,
+        args: Any,
+        *,
+        cron: str | None = None,
+        every: timedelta | None = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        **options: Any,
+    ) -> None:
+        """Declare a periodic job (``cron`` in ``timezone``, or ``every``); ``start()`` stores
+        it and the maintenance leader enqueues each tick once (see ``storage.periodic``).
+        ``name`` defaults to the kind; ``options`` are insert options (queue, priority, ...)."""
+        job, when = self.build_job(args, options), periodic.cadence(cron, every, timezone)
+        self._schedules[name or job.kind] = periodic.declare(name or job.kind, job, when)
+
+    async def store_schedules(self) -> None:
+        """Store this client's declared schedules (``start()`` does it)."""
+        if not self._schedules:
+            return
+        async with self.session.connection("store_schedules") as conn:
+            await periodic.store(conn, list(self._schedules.values()), datetime.now(UTC))
 
     async def configure_queue(self, queue: str, *, dlq: bool) -> None:
         """Turn the dead-letter queue on or off for ``queue``."""
@@ -236,6 +273,7 @@ class Client:
             row = await reads.get_job(conn, job_id, outputs=await self.session.probe.present(conn))
             if row is None:
                 return None
+            row = await unique.with_key_states(conn, row)
             declared = await declared_output(conn, row.kind, self._local_output_model)
         return row.model_copy(update={"declared_output_type": declared.type_name})
 
@@ -284,6 +322,8 @@ class Client:
     get_descriptor = Delegated("operations", Operations.get_descriptor)
     list_kinds = Delegated("operations", Operations.list_kinds)
     run_maintenance = Delegated("operations", Operations.run_maintenance)
+    list_schedules = Delegated("operations", Operations.list_schedules)
+    remove_schedule = Delegated("operations", Operations.remove_schedule)
     pause_queue = Delegated("operations", Operations.pause_queue)
     resume_queue = Delegated("operations", Operations.resume_queue)
     list_queues = Delegated("operations", Operations.list_queues)

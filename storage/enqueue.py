@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from storage import unique
 from storage.db import Conn
 from storage.sql_shared import READY_NOTICE
 
@@ -96,28 +97,60 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class KeyedJob(NewJob):
+    """A job with a unique key (``storage.unique``). Plain jobs stay ``NewJob``: a frozen
+    dataclass pays for every field at construction, and they carry none of these."""
+
+    unique_key: str
+    unique_states: tuple[str, ...]  # see storage.unique.resolve_states
+
+
+def key_of(job: NewJob) -> str | None:
+    return job.unique_key if isinstance(job, KeyedJob) else None
+
+
+@dataclass(frozen=True)
 class Inserted:
+    """A written job, or (``duplicate``) the job that already held the key: only its id is
+    meaningful then (the caller reads the holder; the times are the insert's ``now``)."""
+
     job_id: int
     scheduled: bool
     run_at: datetime
     created_at: datetime
+    duplicate: bool = False
 
 
 async def insert_jobs(conn: Conn, jobs: list[NewJob], *, now: datetime) -> list[Inserted]:
-    """Insert jobs in one transaction; results come back in the order given."""
+    """Insert jobs in one transaction; results come back in the order given.
+
+    Keyed jobs take their keys first (``storage.unique``); one whose key is held is not
+    written and comes back as a duplicate of the holder.
+    """
     results: dict[int, Inserted] = {}
     async with conn.transaction():
+        ids: dict[int, int] = {}
+        keyed = [(i, job) for i, job in enumerate(jobs) if isinstance(job, KeyedJob)]
+        if keyed:
+            requests = [unique.KeyRequest(j.kind, j.unique_key, j.unique_states) for _, j in keyed]
+            outcomes = await unique.claim(conn, requests)
+            for (i, _), outcome in zip(keyed, outcomes, strict=True):
+                if outcome.duplicate:
+                    results[i] = Inserted(outcome.job_id, False, now, now, duplicate=True)
+                else:
+                    ids[i] = outcome.job_id
         lanes: dict[tuple[str, int], list[int]] = {}
         deferred: list[int] = []
         for index, job in enumerate(jobs):
+            if index in results:
+                continue
             if job.run_at is not None and job.run_at > now:
                 deferred.append(index)
             else:
                 lanes.setdefault((job.queue, job.priority), []).append(index)
         # Lanes are locked in a fixed order so concurrent multi-lane inserts cannot deadlock.
         for (queue, priority), indexes in sorted(lanes.items()):
-            rows = await conn.fetch(
-                INSERT_READY,
+            args: list[Any] = [
                 queue,
                 priority,
                 len(indexes),
@@ -125,12 +158,14 @@ async def insert_jobs(conn: Conn, jobs: list[NewJob], *, now: datetime) -> list[
                 [jobs[i].args_json for i in indexes],
                 [jobs[i].max_attempts for i in indexes],
                 [jobs[i].payload for i in indexes],
+            ]
+            rows = await _write(
+                conn, INSERT_READY, unique.INSERT_READY_KEYED, args, indexes, jobs, ids
             )
             for i, row in zip(indexes, rows, strict=True):
                 results[i] = Inserted(row["job_id"], False, row["run_at"], row["created_at"])
         if deferred:
-            rows = await conn.fetch(
-                INSERT_DEFERRED,
+            args = [
                 [jobs[i].kind for i in deferred],
                 [jobs[i].queue for i in deferred],
                 [jobs[i].args_json for i in deferred],
@@ -138,10 +173,30 @@ async def insert_jobs(conn: Conn, jobs: list[NewJob], *, now: datetime) -> list[
                 [jobs[i].max_attempts for i in deferred],
                 [jobs[i].run_at for i in deferred],
                 [jobs[i].payload for i in deferred],
+            ]
+            rows = await _write(
+                conn, INSERT_DEFERRED, unique.INSERT_DEFERRED_KEYED, args, deferred, jobs, ids
             )
             for i, row in zip(deferred, rows, strict=True):
                 results[i] = Inserted(row["job_id"], True, row["run_at"], row["created_at"])
     return [results[i] for i in range(len(jobs))]
+
+
+async def _write(
+    conn: Conn,
+    plain: str,
+    keyed: str,
+    args: list[Any],
+    indexes: list[int],
+    jobs: list[NewJob],
+    ids: dict[int, int],
+) -> list[Any]:
+    """Plain jobs take the plain statement, unchanged; a group with a keyed job takes the
+    keyed twin, which writes the ids its keys drew and the keys."""
+    if not any(i in ids for i in indexes):
+        return await conn.fetch(plain, *args)
+    keys = [key_of(jobs[i]) for i in indexes]
+    return await conn.fetch(keyed, *args, [ids.get(i) for i in indexes], keys)
 
 
 async def promote_due(conn: Conn, *, limit: int = 5000) -> int:

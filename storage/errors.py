@@ -125,3 +125,15 @@ class StartFailed(AwaError):
 
 class RuntimeFailed(AwaError):
     """The worker runtime stopped: one of its loops could not recover (see ``client.health``)."""
+
+
+class InvalidOption(AwaError):
+    """An insert or schedule option is not valid; nothing was written."""
+
+
+class InvalidSchedule(InvalidOption):
+    """The periodic schedule is not valid (its cron expression, interval, or timezone)."""
+
+
+class UniqueConflict(AwaError):
+    """Another job of this kind holds the unique key, so this job cannot hold it too."""

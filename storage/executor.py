@@ -265,7 +265,7 @@ async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord
             record.staged = [*record.staged, *host.completed_follow_ups(_completed_row(claimed))]
         except Exception as exc:
             record.poisoned = f"completed spec failed: {_describe(exc)}"
-    if completes_on_general_path(record, claimed.payload):
+    if completes_on_general_path(record, claimed.payload, claimed.unique_key):
         return await _write(
             host,
             record,

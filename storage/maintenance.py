@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
-from storage import attempt_writes, enqueue
+from storage import attempt_writes, enqueue, periodic, unique
 from storage.attempt import AttemptRecord, AttemptRef, Outcome
 from storage.attempt_rules import Failure
 from storage.db import Conn
@@ -119,6 +119,7 @@ PURGE_OLD_DLQ = """
 DELETE FROM dlq_entries
  WHERE job_id IN (SELECT job_id FROM dlq_entries WHERE dlq_at < now() - $1::interval
                    ORDER BY dlq_at LIMIT $2)
+RETURNING job_id, unique_key IS NOT NULL AS keyed
 """
 
 RING = "SELECT slot_count, current_slot, rotated_at FROM ring_state WHERE ring = $1 FOR UPDATE"
@@ -238,26 +239,31 @@ class PassReport:
     pruned: tuple[str, ...] = ()
     leader: bool = True
     dlq_purged: int = 0
+    periodic: int = 0  # ticks enqueued
     rescues: list[Rescued] = field(default_factory=list)  # committed, in order (for events)
 
 
 async def run_pass(
-    conn: Conn, settings: MaintenanceSettings, *, outputs_supported: bool
+    conn: Conn,
+    settings: MaintenanceSettings,
+    *,
+    outputs_supported: bool,
+    now: datetime | None = None,
 ) -> PassReport:
-    """One maintenance pass, if this connection wins leadership for it."""
+    """One maintenance pass, if this connection wins leadership for it. Periodic ticks are
+    judged at the database's clock, or at ``now`` when given (tests)."""
     if not await conn.fetchval(TRY_LOCK_MAINTENANCE_LEADER):
         return PassReport(leader=False)
     try:
         report = PassReport()
         report.promoted = await enqueue.promote_due(conn, limit=settings.batch)
+        report.periodic = len(await periodic.run_due(conn, now))
         rescued = await rescue_expired(conn, settings)
         timed_out = await rescue_callback_timeouts(conn, settings)
         report.rescued, report.timed_out = len(rescued), len(timed_out)
         report.rescues = rescued + timed_out
         await conn.execute(ORPHAN_STATE)
-        report.dlq_purged = _count(
-            await conn.execute(PURGE_OLD_DLQ, settings.dlq_retention, settings.batch)
-        )
+        report.dlq_purged = await purge_old_dlq(conn, settings)
         await advance_horizon(conn)
         rotated, pruned = [], []
         for ring, interval in (
@@ -289,8 +295,12 @@ async def advance_horizon(conn: Conn) -> None:
     )
 
 
-def _count(status: str) -> int:
-    return int(status.rsplit(" ", 1)[-1])
+async def purge_old_dlq(conn: Conn, settings: MaintenanceSettings) -> int:
+    """Purge dead-lettered jobs past retention, and the keys of the keyed ones."""
+    async with conn.transaction():
+        purged = await conn.fetch(PURGE_OLD_DLQ, settings.dlq_retention, settings.batch)
+        await unique.forget(conn, [r["job_id"] for r in purged if r["keyed"]])
+    return len(purged)
 
 
 async def rescue_expired(conn: Conn, settings: MaintenanceSettings) -> list[Rescued]:
@@ -419,5 +429,6 @@ async def prune_slot(
             await conn.execute(SKIP_DEAD_PREFIX, queues, [lane["priority"] for lane in lanes])
         cols = (", output", ", output") if outputs_supported else ("", "")
         await conn.execute(CARRY_FAILED % cols, slot, live_slot, settings.failed_retention)
+        await unique.forget_pruned(conn, slot)
     await conn.execute(f"TRUNCATE {', '.join(partitions)}")
     return True

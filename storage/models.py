@@ -70,6 +70,11 @@ class JobRow(BaseModel):
     attempted_at: datetime | None = None
     finalized_at: datetime | None = None
     unique_key: str | None = None
+    # The states in which the job holds its key, and whether it holds it now (``get_job``).
+    unique_states: list[str] | None = None
+    holds_unique_key: bool | None = None
+    # True on an insert's result when the key was held: the row is the holder, not a new job.
+    duplicate: bool = False
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     errors: list[dict[str, Any]] = Field(default_factory=list)

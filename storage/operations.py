@@ -16,6 +16,7 @@ from storage import (
     failure_groups,
     listing,
     maintenance,
+    periodic,
     queues,
     reads,
     timeline,
@@ -299,6 +300,17 @@ class Operations:
     async def list_kinds(self) -> list[KindSummary]:
         async with self._session.connection("list_kinds") as conn:
             return await descriptors.list_kinds(conn)
+
+    # -- periodic schedules --------------------------------------------------------------------
+    async def list_schedules(self) -> list[periodic.PeriodicSchedule]:
+        """The stored periodic schedules with their next run, by name."""
+        async with self._session.connection("list_schedules") as conn:
+            return await periodic.list_schedules(conn)
+
+    async def remove_schedule(self, name: str) -> bool:
+        """Stop a stored schedule (a client that declares it again stores it again)."""
+        async with self._session.connection("remove_schedule") as conn:
+            return await periodic.remove(conn, check_stored_name(name, "Schedule"))
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:

@@ -318,7 +318,7 @@ class Runtime:
         """One maintenance pass (only the leader of each pass does the work), then a pause."""
         assert self.maintenance_interval is not None
         report = await self.host.run_maintenance(self.maintenance)
-        if report.promoted:
+        if report.promoted or report.periodic:
             self._wake.set()
         await asyncio.sleep(self.maintenance_interval)
 

@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from storage import unique
 from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
-from storage.enqueue import NewJob
-from storage.errors import ArgsValidationError, AwaError, UnknownKind
+from storage.enqueue import KeyedJob, NewJob
+from storage.errors import ArgsValidationError, AwaError, InvalidOption, UnknownKind
 from storage.job import Job
 from storage.models import JobRow
 from storage.names import check_stored_name
@@ -129,6 +130,10 @@ class Tasks:
         run_at = options.pop("run_at", None)
         tags = options.pop("tags", ())
         metadata = options.pop("metadata", None)
+        unique_key = options.pop("unique_key", None)
+        if callable(unique_key):  # insert_many: a key per row, computed from its args
+            unique_key = unique_key(args)
+        states = options.pop("unique_states", None)
         if options:
             raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
         if kind is None:
@@ -150,16 +155,23 @@ class Tasks:
             raise AwaError(f"Priority must be between 1 (highest) and 4, not {priority}.")
         if max_attempts < 1:
             raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
+        if unique_key is not None:
+            check_stored_name(unique_key, "Unique key")
+        elif states is not None:
+            raise InvalidOption("unique_states= needs a unique_key=; nothing was inserted.")
         try:
             args_json = to_json_text(args)
         except JsonConversionError as exc:
             raise ArgsValidationError(f"Args for kind {kind!r} cannot be stored: {exc}") from exc
-        return NewJob(
-            kind=kind,
-            queue=queue or (spec.queue if spec else "default"),
-            args_json=args_json,
-            priority=priority,
-            max_attempts=max_attempts,
-            run_at=run_at,
-            payload=build_payload(metadata=metadata, tags=tuple(tags)),
+        job = (
+            kind,
+            queue or (spec.queue if spec else "default"),
+            args_json,
+            priority,
+            max_attempts,
+            run_at,
+            build_payload(metadata=metadata, tags=tuple(tags)),
         )
+        if unique_key is None:
+            return NewJob(*job)
+        return KeyedJob(*job, unique_key, unique.resolve_states(states))

@@ -84,6 +84,8 @@ class Worker:
         listening, step = notices.active, "record its task descriptors"
         try:
             await self._host.sync_descriptors()
+            step = "store its periodic schedules"
+            await self._host.store_schedules()
             step = "listen for cancellations"
             await self.ensure_listener()
         except BaseException as exc:

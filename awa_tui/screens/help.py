@@ -21,6 +21,7 @@ TITLES = {
     "ErrorHistoryScreen": "Error history",
     "KindsScreen": "Kinds",
     "DlqScreen": "Dead-letter queue",
+    "SchedulesScreen": "Periodic schedules",
     "SchemaScreen": "Output schema",
     "QueuesScreen": "Queues",
     "TimelineScreen": "Attempt timeline",

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from awa_tui.present import state_text
 from awa_tui.timefmt import both
-from storage import JobKindDescriptor, JobRow
+from storage import JobKindDescriptor, JobRow, JobState
 
 
 def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: datetime) -> Table:
@@ -36,7 +36,7 @@ def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: dateti
         ("Attempted", both(row.attempted_at, now)),
         ("Finalized", both(row.finalized_at, now)),
         ("Tags", ", ".join(row.tags) if row.tags else Text("none", style="dim")),
-        ("Unique key", row.unique_key or Text("none", style="dim")),
+        ("Unique key", unique_key_text(row)),
     ]
     if row.callback is not None:
         pairs += [
@@ -53,3 +53,23 @@ def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: dateti
         right = pairs[index + 1] if index + 1 < len(pairs) else ("", "")
         grid.add_row(left[0], left[1], right[0], right[1])
     return grid
+
+
+ENDED = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+
+
+def unique_key_text(row: JobRow) -> Text:
+    """The key, and whether the job holds it now and in which states beyond the unfinished."""
+    if row.unique_key is None:
+        return Text("none", style="dim")
+    text = Text(row.unique_key, style="bold")
+    if row.holds_unique_key is None:
+        return text
+    # Every key is held through the unfinished states; only the ended ones vary.
+    extra = [state.value for state in ENDED if state in (row.unique_states or [])]
+    span = "while unfinished" + (f" or {', '.join(extra)}" if extra else "")
+    if row.holds_unique_key:
+        text.append(f"  held {span}", style="green")
+    else:
+        text.append(f"  released (held {span})", style="dim")
+    return text

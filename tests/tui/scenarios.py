@@ -193,6 +193,14 @@ async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
     untyped = await client.insert({"path": "/tmp/export-17"}, kind="cleanup_tmp")
     await work(client, "default")
     await client.sync_descriptors()
+    client.periodic(
+        BuildReport(report="daily-sales", seconds=2),
+        cron="0 6 * * 1-5",
+        timezone="Europe/Paris",
+        name="daily-sales",
+    )
+    client.periodic({"path": "/tmp"}, kind="cleanup_tmp", every=timedelta(minutes=15))
+    await client.store_schedules()
     await pin(conn)
     return Incident(
         emails=tuple(emails),
@@ -246,6 +254,16 @@ _PIN = [
                                       || lpad(job_id::text, 12, '0') END""",
     *(_ERRORS_AT.format(table=table, at=_AT) for table in ("ready_entries", "deferred_jobs")),
     *(_ERRORS_AT.format(table=table, at=_AT) for table in ("done_entries", "dlq_entries")),
+    # Schedules: the sweep ran 5 minutes ago (its last job the cleanup_tmp one), the report
+    # never; both run next at fixed times after @NOW (Monday 06:00 in Paris is 05:00 UTC).
+    """UPDATE periodic_schedules SET
+              next_run_at = CASE WHEN every_seconds IS NOT NULL THEN @NOW + interval '10 minutes'
+                                 ELSE date_trunc('day', @NOW) + interval '2 days 5 hours' END,
+              last_tick_at = CASE WHEN every_seconds IS NOT NULL
+                                  THEN @NOW - interval '5 minutes' END,
+              last_job_id = CASE WHEN every_seconds IS NOT NULL THEN
+                  (SELECT max(job_id) FROM ready_entries WHERE kind = 'cleanup_tmp') END
+        WHERE $1::timestamptz IS NOT NULL""",  # pin passes T0 to every statement
 ]
 PIN = [
     statement.replace("@T", "($1::timestamptz + job_id * interval '5 minutes')")
@@ -363,6 +381,7 @@ SCREENS: dict[str, Screen] = {
         Screen("queues", keys=("Q",), sql=(PAUSE_MAIL,)),
         Screen("failure-groups", keys=("G",)),
         Screen("timeline", app_options=(("initial_job", 5),), keys=("t",)),
+        Screen("schedules", keys=("S",)),
         Screen("read-only", app_options=(("read_only", True),)),
         Screen("empty", seed=False),
     )

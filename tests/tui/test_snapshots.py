@@ -97,6 +97,14 @@ def test_timeline(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> 
     check(snap_compare, migrated_dsn, schema, SCREENS["timeline"])
 
 
+def test_schedules(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """Two periodic schedules by name: cleanup_tmp "every 15 min", next run in 10m, last tick
+    5m ago, last job 12; daily-sales "0 6 * * 1-5" in Europe/Paris, next run in 1d19h, never
+    ticked. Below, the selected schedule: its cadence in words, next run and last tick in full,
+    and the rule for ticks missed while nothing ran."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["schedules"])
+
+
 def test_read_only_banner(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """The browser opened with --read-only: a READ-ONLY banner under the header, and no write
     keys (Retry, Cancel, Delete, All matching) in the footer."""
