@@ -373,15 +373,10 @@ class AwaApp(Guarded, App[int]):
         self._open_once("failure_groups", "FailureGroupsScreen")
 
     def action_schedules(self) -> None:
-        from awa_tui.screens.schedules import SchedulesScreen
-
-        if not isinstance(self.screen, SchedulesScreen):
-            self.push_screen(SchedulesScreen())
+        self._open_once("schedules", "SchedulesScreen")
 
     def open_job(self, job_id: int) -> None:
-        from awa_tui.screens.detail import JobDetailScreen
-
-        self.push_screen(JobDetailScreen(job_id))
+        self.push_screen(importlib.import_module("awa_tui.screens.detail").JobDetailScreen(job_id))
 
     def show_jobs(self, query: JobQuery) -> None:
         """Back to the browser (the bottom screen) showing ``query``."""

@@ -87,6 +87,15 @@ class JobOut(BaseModel):
     attempted_at: datetime | None
     finalized_at: datetime | None
     unique_key: str | None
+    unique_states: list[str] | None = Field(
+        None, description="The states in which the job holds its unique key (detail only)."
+    )
+    holds_unique_key: bool | None = Field(
+        None, description="Whether the job holds its unique key now (detail only)."
+    )
+    duplicate: bool = Field(
+        False, description="An insert returned this existing holder of its key instead."
+    )
     tags: list[str]
     metadata: dict[str, Any]
     errors: list[dict[str, Any]] = Field(

@@ -49,7 +49,7 @@ async def test_a_runtime_ahead_of_v004_claims_and_refuses_only_the_pause(v003_ds
         with pytest.raises(SchemaNotMigrated, match="v004"):
             await client.pause_queue("default")
 
-    assert await migrate(v003_dsn) == [4]
+    assert (await migrate(v003_dsn))[0] == 4  # v004, then any later migration
     async with await Client.connect(v003_dsn, "before_pause") as client:
         await client.pause_queue("default")
         (summary,) = await client.list_queues()
