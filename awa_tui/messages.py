@@ -44,6 +44,7 @@ class JobsLoaded(Message):
     append: bool
     refreshed: bool
     has_more: bool
+    dlq_matches: int = 0  # the All tab leaves dead-lettered jobs out: how many also match
 
 
 @dataclass

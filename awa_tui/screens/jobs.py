@@ -83,6 +83,7 @@ class JobsScreen(AwaScreen):
         self.set_reactive(JobsScreen.query_state, query or JobQuery())
         self.marks: set[int] = set()
         self.has_more = False
+        self.dlq_matches = 0
         # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
         self.fetching = False
         self._timer: Timer | None = None
@@ -154,13 +155,16 @@ class JobsScreen(AwaScreen):
                 limit = min(len(loaded) + PAGE_SIZE, MAX_REFRESH_ROWS)
             page = await client.browse(**query.list_kwargs(), limit=limit)
             rows = page.rows
+            dlq_matches = 0
+            if query.tab == "all" and query.filter_text:
+                dlq_matches = await client.count_matching(**{**query.list_kwargs(), "dlq": True})
             self.post_message(CountsLoaded(page.counts))
             has_more = len(rows) == limit
             if refreshed and len(loaded) > PAGE_SIZE:
                 oldest = loaded[-1].id
                 has_more = has_more or self.has_more
                 rows = [row for row in rows if row.id >= oldest]
-            self.post_message(JobsLoaded(query, rows, False, refreshed, has_more))
+            self.post_message(JobsLoaded(query, rows, False, refreshed, has_more, dlq_matches))
         finally:
             self.fetching = False
 
@@ -176,6 +180,7 @@ class JobsScreen(AwaScreen):
         )
         self.has_more = message.has_more
         if not message.append:
+            self.dlq_matches = message.dlq_matches
             self.marks &= {job.id for job in table.jobs}
         self.update_status()
         self.refresh_bindings()
@@ -229,6 +234,8 @@ class JobsScreen(AwaScreen):
             parts.append(f"No {self.query_state.describe()}")
         if self.has_more:
             parts.append("more below (n)")
+        if self.dlq_matches:
+            parts.append(f"{self.dlq_matches:,} dead-lettered also match: DLQ tab (0)")
         if self.query_state.filter_text:  # the counts come from storage.counting, unfiltered
             parts.append("tab counts are of every job, not this filter")
         if self.marks:

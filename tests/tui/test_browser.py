@@ -238,3 +238,23 @@ async def test_a_count_above_the_cap_shows_as_at_least(
         assert "Completed 3+" in tabs
         assert "Failed 1 " in tabs
         assert "Available 1 " in tabs
+
+
+async def test_the_all_tab_says_when_dead_lettered_jobs_also_match_its_filter(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """All leaves the DLQ out, so a search there could answer "No jobs" for an error text only
+    a dead-lettered job has; the status line points to the DLQ tab with their number."""
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = jobs_screen(app)
+        await pilot.press("slash", *"insufficient_funds", "enter")
+        await settle(pilot)
+        assert shown_ids(screen) == []
+        status = text_of(screen.query_one("#status"))
+        assert "1 dead-lettered also match: DLQ tab (0)" in status
+        await pilot.press("0")
+        await settle(pilot)
+        assert len(shown_ids(screen)) == 1
+        assert "dead-lettered also match" not in text_of(screen.query_one("#status"))
