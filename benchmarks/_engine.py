@@ -3,16 +3,18 @@ batched inserts, a read-back of what a run stored, and ADR-048's output shapes."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import orjson
 
-from benchmarks._harness import Connection, ident
+from benchmarks._harness import Connection, embedded_or_dsn, ident, machine_info
 from storage import MAX_OUTPUT_BYTES, Client, Job, migrate
 
 INSERT_BATCH = 2_000
@@ -82,9 +84,17 @@ def output_values(shape: Shape, size: int, seed: int) -> list[Any]:
     return values
 
 
-async def prepare(dsn: str) -> None:
-    """Apply the project's migrations (idempotent)."""
-    await migrate(dsn)
+@contextlib.asynccontextmanager
+async def session(dsn: str | None) -> AsyncIterator[tuple[str, Connection, dict[str, object]]]:
+    """The server (embedded unless ``dsn``) with the migrations applied, a connection to it,
+    and the machine info every report carries."""
+    async with embedded_or_dsn(dsn, log=log) as url:
+        await migrate(url)
+        conn: Connection = await asyncpg.connect(url)
+        try:
+            yield url, conn, await machine_info(conn)
+        finally:
+            await conn.close()
 
 
 async def new_queue_schema(conn: Connection, prefix: str) -> str:
@@ -100,6 +110,19 @@ async def drop_queue_schema(conn: Connection, schema: str) -> None:
     """Drop a queue-storage schema and its registry row."""
     await conn.execute(f"DROP SCHEMA IF EXISTS {ident(schema)} CASCADE")
     await conn.execute("DELETE FROM awa.queue_storage_registry WHERE schema_name = $1", schema)
+
+
+@contextlib.asynccontextmanager
+async def queue_schema(
+    conn: Connection, dsn: str, prefix: str
+) -> AsyncIterator[tuple[str, Client]]:
+    """A fresh queue-storage schema and a client on it; both gone afterwards."""
+    schema = await new_queue_schema(conn, prefix)
+    try:
+        async with await Client.connect(dsn, schema) as client:
+            yield schema, client
+    finally:
+        await drop_queue_schema(conn, schema)
 
 
 async def insert_all(client: Client, args: Sequence[Any], **options: Any) -> list[int]:

@@ -21,15 +21,17 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 import orjson
 
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
+T = TypeVar("T")
+R = TypeVar("R")
 RESULTS = Path("benchmarks/results")  # ignored by git, never committed
 
 _IDENT_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -185,6 +187,19 @@ class GcClock:
         gc.callbacks.remove(self._callback)
 
 
+def rotate(items: Sequence[T], turn: int) -> list[T]:
+    """``items`` started at ``turn`` (mod its length): drift hits every item in turn."""
+    turn %= max(1, len(items))
+    return [*items[turn:], *items[:turn]]
+
+
+async def timed(call: Awaitable[R]) -> tuple[float, R]:
+    """Await ``call`` (a coroutine not yet started) and return (ms, result)."""
+    started = time.perf_counter()
+    result = await call
+    return (time.perf_counter() - started) * 1000, result
+
+
 def latency_stats(samples: Sequence[float]) -> dict[str, float]:
     """Median, p95, p99 and max of latency samples."""
     ordered = sorted(samples)
@@ -193,6 +208,11 @@ def latency_stats(samples: Sequence[float]) -> dict[str, float]:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
     return {"median": statistics.median(ordered), "p95": at(0.95), "p99": at(0.99), "max": at(1)}
+
+
+def stat_cells(stats: Mapping[str, float], keys: Iterable[str], spec: str) -> list[str]:
+    """``stats[key]`` formatted with ``spec``, per key: latency table cells."""
+    return [format(stats[key], spec) for key in keys]
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +332,9 @@ def report(
     return 0
 
 
-def base_parser(name: str, description: str | None, *, quick_help: str) -> argparse.ArgumentParser:
-    """The options every case shares; each case adds its own few."""
+def base_parser(name: str, doc: str | None, *, quick_help: str) -> argparse.ArgumentParser:
+    """The options every case shares, described by the first line of the case's ``doc``."""
+    description = doc.split("\n", 1)[0] if doc else None
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=description)
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--dsn", help="benchmark this server instead of an embedded one")

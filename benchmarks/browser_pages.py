@@ -1,7 +1,5 @@
 """The console's browser reads on 10,000 vs 1,000,000 terminal jobs.
 
-Run as ``python -m benchmarks browser_pages [--quick] [--dsn DSN] [--out DIR]``.
-
 The job browser shows a state tab with counts and keyset pages of 50 jobs, newest first.
 Its reads must cost about the same on a large history as on a small one. This measures,
 on a database of 10,000 terminal jobs and one of 1,000,000 (200,000 with ``--quick``):
@@ -33,14 +31,14 @@ where the runtime left it when it ran out of work (carried to the copies).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import random
 import statistics
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import asyncpg
 
 from benchmarks._engine import (
     SMALL,
@@ -50,20 +48,20 @@ from benchmarks._engine import (
     log,
     new_queue_schema,
     output_values,
-    prepare,
+    session,
 )
 from benchmarks._harness import (
     Connection,
     Stat,
     Table,
     base_parser,
-    embedded_or_dsn,
     ident,
     latency_stats,
-    machine_info,
     relations_size,
     report,
     schema_tables,
+    stat_cells,
+    timed,
 )
 from storage import Client, Job, JobState
 from storage.counting import COUNT_CAP
@@ -73,6 +71,7 @@ NAME = "browser_pages"
 BASE_JOBS = 10_000
 PAGE = 50
 NEXT_PAGES = 5
+MS = ("median", "p95")
 CHUNK = 100
 """Insert chunk: of every 100 jobs, 85 compact, 10 general (tags), 5 failing."""
 MIX = (("compact", 85), ("general", 10), ("failed", 5))
@@ -88,11 +87,6 @@ class Plan:
 
 FULL = Plan(rounds=5, large_jobs=1_000_000, reps=8, view_reps=3)
 QUICK = Plan(rounds=3, large_jobs=200_000, reps=5, view_reps=2)
-
-
-# --------------------------------------------------------------------------------------
-# Building the databases
-# --------------------------------------------------------------------------------------
 
 
 async def build_small(conn: Connection, dsn: str, seed: int) -> str:
@@ -235,6 +229,28 @@ async def build_large(conn: Connection, small: str, copies: int) -> str:
     return schema
 
 
+def size_label(jobs: int) -> str:
+    return f"{jobs / 1e6:g}M" if jobs >= 1_000_000 else f"{jobs // 1000}k"
+
+
+@contextlib.asynccontextmanager
+async def histories(
+    conn: Connection, dsn: str, seed: int, large_jobs: int | None, *, keep: bool = False
+) -> AsyncIterator[list[tuple[str, str, int]]]:
+    """The small history and (unless ``large_jobs`` is None) the large one, as (label,
+    schema, jobs); both schemas dropped afterwards unless ``keep``."""
+    schemas: list[str] = []
+    try:
+        schemas.append(await build_small(conn, dsn, seed))
+        if large_jobs is not None:
+            schemas.append(await build_large(conn, schemas[0], large_jobs // BASE_JOBS))
+        jobs = [BASE_JOBS, large_jobs or 0]
+        yield [(size_label(n), schema, n) for schema, n in zip(schemas, jobs, strict=False)]
+    finally:
+        for schema in schemas if not keep else ():
+            await drop_queue_schema(conn, schema)
+
+
 async def settle(conn: Connection, dsn: str, schema: str) -> None:
     """VACUUM ANALYZE, age the claims past the horizon window, one maintenance pass."""
     s = ident(schema)
@@ -254,11 +270,6 @@ async def settle(conn: Connection, dsn: str, schema: str) -> None:
     top = await conn.fetchval(f"SELECT max(claim_id) FROM {s}.claim_batches")
     if horizon <= top:
         raise AssertionError(f"{schema}: rescue horizon {horizon} did not pass claim {top}")
-
-
-# --------------------------------------------------------------------------------------
-# Reads
-# --------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -298,13 +309,6 @@ READS: tuple[tuple[str, str], ...] = (
     ("queues", "list_queues(): the Queues screen"),
     ("groups", "failure_groups(): the Failure groups screen"),
 )
-
-
-async def timed(call: Awaitable[Any]) -> tuple[float, Any]:
-    """Await ``call`` (a coroutine not yet started) and return (ms, result)."""
-    started = time.perf_counter()
-    result = await call
-    return (time.perf_counter() - started) * 1000, result
 
 
 async def page_walk(
@@ -392,9 +396,8 @@ async def view_lookup(conn: Connection, db: Db, reps: int, seed: int) -> list[fl
     samples = []
     for _ in range(reps):
         job_id = rng.choice(db.compact_ids)
-        started = time.perf_counter()
-        rows = await conn.fetch(sql, job_id)
-        samples.append((time.perf_counter() - started) * 1000)
+        ms, rows = await timed(conn.fetch(sql, job_id))
+        samples.append(ms)
         if len(rows) != 1:
             raise AssertionError(f"terminal_jobs returned {len(rows)} rows for {job_id}")
     return samples
@@ -409,10 +412,8 @@ BEFORE_HORIZON = {
 
 
 async def before_horizon(db_client: Client, reps: int) -> dict[str, list[float]]:
-    """Reads straight after a load, before any maintenance pass (only the runtime that ran
-    out of work moved the rescue horizon).
-    The first ``WARM_CALLS`` are dropped, as round 0 is for the other reads: PostgreSQL plans a
-    prepared statement's first five runs one by one, which costs more than the run itself."""
+    """Reads straight after a load, before any maintenance pass; the first ``WARM_CALLS``
+    are dropped (PostgreSQL plans a prepared statement's first five runs one by one)."""
     samples: dict[str, list[float]] = {key: [] for key in BEFORE_HORIZON}
     for i in range(WARM_CALLS + reps):
         for key, call in (
@@ -426,11 +427,6 @@ async def before_horizon(db_client: Client, reps: int) -> dict[str, list[float]]
     return samples
 
 
-# --------------------------------------------------------------------------------------
-# Output
-# --------------------------------------------------------------------------------------
-
-
 def reads_table(
     dbs: Sequence[Db], lat: dict[str, dict[str, Samples]], plan: Plan
 ) -> tuple[Table, list[dict[str, object]]]:
@@ -441,17 +437,8 @@ def reads_table(
         a, b = lat[small.label][key], lat[large.label][key]
         sa, sb = latency_stats(a.all()), latency_stats(b.all())
         ratio = Stat.paired_ratio(b.round_medians(), a.round_medians())
-        rows.append(
-            (
-                label,
-                f"{sa['median']:.2f}",
-                f"{sa['p95']:.2f}",
-                f"{sb['median']:.2f}",
-                f"{sb['p95']:.2f}",
-                Stat.of(b.round_medians()).fmt(".2f"),
-                ratio.fmt(".2f"),
-            )
-        )
+        cells = [*stat_cells(sa, MS, ".2f"), *stat_cells(sb, MS, ".2f")]
+        rows.append((label, *cells, Stat.of(b.round_medians()).fmt(".2f"), ratio.fmt(".2f")))
         data.append(
             {
                 "read": key,
@@ -466,10 +453,7 @@ def reads_table(
         f" ({plan.rounds} rounds x {plan.reps} walks)",
         (
             "read",
-            f"{small.label} median",
-            f"{small.label} p95",
-            f"{large.label} median",
-            f"{large.label} p95",
+            *(f"{db.label} {key}" for db in dbs for key in MS),
             f"{large.label} round medians (min..max)",
             f"{large.label} ÷ {small.label}, paired",
         ),
@@ -521,7 +505,7 @@ completed.
 def parse_args(argv: Sequence[str] | None = None) -> Any:
     parser = base_parser(
         NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
+        __doc__,
         quick_help=f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
         f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)",
     )
@@ -538,53 +522,30 @@ def parse_args(argv: Sequence[str] | None = None) -> Any:
 
 async def amain(args: Any) -> int:
     base = QUICK if args.quick else FULL
-    plan = Plan(
-        rounds=args.rounds or base.rounds,
-        large_jobs=args.large_jobs or base.large_jobs,
-        reps=base.reps,
-        view_reps=base.view_reps,
-    )
+    rounds, large_jobs = args.rounds or base.rounds, args.large_jobs or base.large_jobs
+    plan = dataclasses.replace(base, rounds=rounds, large_jobs=large_jobs)
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        schemas: list[str] = []
-        clients: list[Client] = []
-        try:
-            machine = await machine_info(conn)
-            small = await build_small(conn, dsn, args.seed)
-            schemas.append(small)
-            large = await build_large(conn, small, plan.large_jobs // BASE_JOBS)
-            schemas.append(large)
-            build_seconds = time.perf_counter() - started
-            dbs: list[Db] = []
-            before: dict[str, dict[str, list[float]]] = {}
-            for schema, jobs in ((small, BASE_JOBS), (large, plan.large_jobs)):
-                label = f"{jobs / 1e6:g}M" if jobs >= 1_000_000 else f"{jobs // 1000}k"
-                client = await Client.connect(dsn, schema)
-                clients.append(client)
-                before[label] = await before_horizon(client, plan.view_reps)
-                await settle(conn, dsn, schema)
-                s = ident(schema)
-                compact_ids = [
-                    int(r[0])
-                    for r in await conn.fetch(
-                        f"SELECT u FROM {s}.receipt_completion_batches, unnest(job_ids) u"
-                        " ORDER BY random() LIMIT 2000"
-                    )
-                ]
-                size = await relations_size(conn, schema, await schema_tables(conn, schema))
-                dbs.append(Db(label, schema, jobs, client, compact_ids, size))
-            log(f"built and settled in {time.perf_counter() - started:.0f} s")
-            lat = await measure(dbs, plan, args.seed)
-            view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
-        finally:
-            for client in clients:
-                await client.close()
-            if not args.keep:
-                for schema in schemas:
-                    await drop_queue_schema(conn, schema)
-            await conn.close()
+    async with (
+        session(args.dsn) as (dsn, conn, machine),
+        histories(conn, dsn, args.seed, plan.large_jobs, keep=args.keep) as built,
+        contextlib.AsyncExitStack() as clients,
+    ):
+        build_seconds = time.perf_counter() - started
+        dbs: list[Db] = []
+        before: dict[str, dict[str, list[float]]] = {}
+        for label, schema, jobs in built:
+            client = await clients.enter_async_context(await Client.connect(dsn, schema))
+            before[label] = await before_horizon(client, plan.view_reps)
+            await settle(conn, dsn, schema)
+            compact_ids = await conn.fetch(
+                f"SELECT u FROM {ident(schema)}.receipt_completion_batches, unnest(job_ids) u"
+                " ORDER BY random() LIMIT 2000"
+            )
+            size = await relations_size(conn, schema, await schema_tables(conn, schema))
+            dbs.append(Db(label, schema, jobs, client, [int(r[0]) for r in compact_ids], size))
+        log(f"built and settled in {time.perf_counter() - started:.0f} s")
+        lat = await measure(dbs, plan, args.seed)
+        view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
     reads, data = reads_table(dbs, lat, plan)
     extra = extra_table(dbs, view, before)
     meta: dict[str, object] = {
@@ -616,6 +577,6 @@ async def amain(args: Any) -> int:
         started=started,
         title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
         tables=(reads, extra),
-        notes=(__doc__.split("\n\n", 2)[2] if __doc__ else "", NOTES),
+        notes=(__doc__.split("\n\n", 1)[1] if __doc__ else "", NOTES),
         extra={"terminal_jobs_view_ms": view, "before_horizon_ms": before},
     )

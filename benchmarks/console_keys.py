@@ -1,24 +1,12 @@
 """Key press to rendered result in the real console, on 10,000 vs 1,000,000 terminal jobs.
 
-Run as ``python -m benchmarks console_keys [--quick] [--dsn DSN] [--out DIR]``.
-
-The databases are built exactly as ``benchmarks.browser_pages`` builds them (its
-``build_small``/``build_large``/``settle``; ``--quick`` makes the large one 200,000 jobs).
-For each, the real app (``make_app``, live refresh off) runs headless under Textual's
-``run_test`` at 120x36. Each sample is the wall time from posting the key event into the
-app's queue to the first frame that shows the result (``KeyClock``): the key's action, the
-worker's ``Client.browse`` (page + counts, one snapshot), the ``CountsLoaded``/``JobsLoaded``
-messages, the table update, the layout and the render of every frame in between into
-terminal output; only the write to a terminal is left out. Not ``pilot.press``: it waits
-for the process to look idle (``wait_for_idle``, 1 s at most) before it returns, which is
-the test harness's time, not the app's, and grows with the machine's load. Each sample
-also records its time in ``Client.browse`` and the CPU time this process used. The sizes
-alternate in ``PASSES`` passes of half the samples each. Measured:
-
-* tab switch: ``7`` (Failed) and ``8`` (Completed) alternately, each a first page of 50 and
-  the tab counts;
-* paging: ``n`` on the Completed tab, 50 more rows by keyset (after 5 pages the tab is
-  re-selected, so every sample pages at the same depths).
+On ``browser_pages``'s two histories (200,000 jobs with ``--quick``), the real app runs
+headless at 120x36 and each sample times from posting a key event into the app's queue to
+the first frame that shows the result, rendered to terminal output (``pilot.press`` would add
+its own idle waits); the sizes alternate in ``PASSES`` passes. Measured: tab switch (``7``
+Failed, ``8`` Completed alternately: a first page of 50 and the counts) and paging (``n`` on
+Completed, by keyset, re-selecting the tab after 5 pages), each with its time in
+``Client.browse`` and this process's CPU time.
 """
 
 from __future__ import annotations
@@ -29,22 +17,22 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import asyncpg
 from textual import events
 from textual._compositor import CompositorUpdate
 
 from awa_tui.app import AwaApp, make_app
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
 from awa_tui.widgets.job_table import JobTable
-from benchmarks._engine import drop_queue_schema, log, prepare
-from benchmarks._harness import Connection, Table, base_parser, embedded_or_dsn, report
-from benchmarks.browser_pages import BASE_JOBS, build_large, build_small, settle
+from benchmarks._engine import log, session
+from benchmarks._harness import Table, base_parser, report
+from benchmarks.browser_pages import histories, settle
 from storage import JobPage, JobState
 
 NAME = "console_keys"
 SIZE = (120, 36)
 DEADLINE = 30.0
 PASSES = 2
+PARTS = ("", " read", " cpu")
 """Each size is measured in this many passes of half the samples, the sizes alternating."""
 
 
@@ -55,17 +43,9 @@ def screen_of(app: AwaApp) -> JobsScreen:
 
 
 class KeyClock:
-    """Times a key from the moment its event is posted to the first frame that shows its result.
-
-    The key event goes straight into the app's message queue (as the terminal driver puts it
-    there; ``pilot.press`` would add its own idle waits to the sample). Every frame the app
-    composes while a sample runs is rendered into terminal output (the work a real terminal
-    costs; only the write itself is left out, since the app is headless), and the clock stops
-    at the first frame composed after the job table was given the page (``JobsLoaded``
-    handled) and has settled its layout (no rows waiting for the table's idle update). The
-    sample is split into the storage read (``Client.browse`` as the app awaits it) and the
-    rest (dispatch, messages, table update, render).
-    """
+    """Times a key from posting its event to the first frame composed after the job table
+    got the page and settled its layout; every frame meanwhile is rendered, as a terminal
+    would need. The time in ``Client.browse`` is noted apart."""
 
     def __init__(self, app: AwaApp, table: JobTable) -> None:
         self.app, self.table = app, table
@@ -129,12 +109,7 @@ class KeyClock:
 async def measure_app(dsn: str, schema: str, samples: int) -> dict[str, list[float]]:
     app = make_app(dsn, schema, refresh=0)
     out: dict[str, list[float]] = {
-        "tab switch": [],
-        "tab switch read": [],
-        "tab switch cpu": [],
-        "next page": [],
-        "next page read": [],
-        "next page cpu": [],
+        f"{action}{part}": [] for action in ("tab switch", "next page") for part in PARTS
     }
     async with app.run_test(size=SIZE) as pilot:
         table = app.screen.query_one(JobTable)
@@ -161,9 +136,8 @@ async def measure_app(dsn: str, schema: str, samples: int) -> dict[str, list[flo
                 return  # already there (the same tab again would load nothing)
             total, read, cpu = await clock.press(key, done)
             if name is not None:
-                out[name].append(total)
-                out[f"{name} read"].append(read)
-                out[f"{name} cpu"].append(cpu)
+                for part, value in zip(PARTS, (total, read, cpu), strict=True):
+                    out[name + part].append(value)
 
         await app.workers.wait_for_complete()
         await press("8", JobState.COMPLETED, PAGE_SIZE)
@@ -196,41 +170,23 @@ async def amain(args: Any) -> int:
     large_jobs = args.large_jobs or (200_000 if args.quick else 1_000_000)
     samples = args.samples or (20 if args.quick else 40)
     started = time.perf_counter()
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        schemas: list[str] = []
-        try:
-            small = await build_small(conn, dsn, 48)
-            schemas.append(small)
-            targets = [(f"{BASE_JOBS // 1000}k", small)]
-            if not args.small_only:
-                large = await build_large(conn, small, large_jobs // BASE_JOBS)
-                schemas.append(large)
-                targets.append(
-                    (
-                        f"{large_jobs / 1e6:g}M" if large_jobs >= 1e6 else f"{large_jobs // 1000}k",
-                        large,
-                    )
-                )
-            for _label, schema in targets:
-                await settle(conn, dsn, schema)
-            build = time.perf_counter() - started
-            log(f"built in {build:.0f} s")
-            raw: dict[str, dict[str, list[float]]] = {label: {} for label, _s in targets}
-            for half in range(PASSES):  # the sizes alternate, so a change of load hits both
-                for label, schema in targets if half % 2 == 0 else targets[::-1]:
-                    for name, values in (await measure_app(dsn, schema, samples // 2)).items():
-                        raw[label].setdefault(name, []).extend(values)
-            for label, series in raw.items():
-                results[label] = {name: summary(values) for name, values in series.items()}
-                for name, stats in results[label].items():
-                    log(f"{label} {name}: {stats}")
-        finally:
-            for schema in schemas:
-                await drop_queue_schema(conn, schema)
-            await conn.close()
+    async with (
+        session(args.dsn) as (dsn, conn, machine),
+        histories(conn, dsn, 48, None if args.small_only else large_jobs) as targets,
+    ):
+        for _label, schema, _jobs in targets:
+            await settle(conn, dsn, schema)
+        build = time.perf_counter() - started
+        log(f"built in {build:.0f} s")
+        raw: dict[str, dict[str, list[float]]] = {label: {} for label, _s, _j in targets}
+        for half in range(PASSES):  # the sizes alternate, so a change of load hits both
+            for label, schema, _jobs in targets if half % 2 == 0 else targets[::-1]:
+                for name, values in (await measure_app(dsn, schema, samples // 2)).items():
+                    raw[label].setdefault(name, []).extend(values)
+    results = {
+        label: {name: summary(values) for name, values in series.items()}
+        for label, series in raw.items()
+    }
     rows = [
         {"jobs": label, "action": name, **s}
         for label, a in results.items()
@@ -242,17 +198,16 @@ async def amain(args: Any) -> int:
         tuple(c.replace("_ms", " ms") for c in columns),
         tuple(tuple(str(row[c]) for c in columns) for row in rows),
     )
-    meta = {"size": list(SIZE), "build_seconds": round(build, 1)}
+    for row in rows:
+        log(f"{row['jobs']} {row['action']}: {row}")
+    meta = {"machine": machine, "size": list(SIZE), "build_seconds": round(build, 1)}
     title = "Console keys"
     return report(args, NAME, rows, meta, started=started, title=title, tables=[table])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Any:
-    parser = base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="200,000 jobs in the large database and 20 samples (default 1,000,000, 40)",
-    )
+    quick = "200,000 jobs in the large database and 20 samples (default 1,000,000, 40)"
+    parser = base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--samples", type=int, help="samples per action")
     parser.add_argument("--large-jobs", type=int, help="jobs in the large database")
     parser.add_argument("--small-only", action="store_true", help="only the 10,000-job database")

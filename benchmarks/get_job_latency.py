@@ -14,33 +14,32 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
 import orjson
 
 from benchmarks._engine import (
     MANY_KEYS,
     NUMERIC,
     Noop,
-    drop_queue_schema,
     insert_all,
     log,
-    new_queue_schema,
     output_values,
-    prepare,
+    queue_schema,
+    session,
 )
 from benchmarks._harness import (
-    Connection,
     Stat,
     Table,
     base_parser,
-    embedded_or_dsn,
     latency_stats,
-    machine_info,
     report,
+    rotate,
+    stat_cells,
+    timed,
 )
 from storage import Client, Job, JobState
 
 NAME = "get_job_latency"
+LATENCY = ("median", "p95", "p99")
 STRIDE = 1_000_000
 """Job args ``i`` = population x stride + n, so one handler serves every population."""
 POPULATIONS = (  # label, output shape, general path
@@ -73,9 +72,7 @@ async def build(client: Client, jobs: int, seed: int) -> list[list[int]]:
 
 async def read(client: Client, population: int, job_id: int) -> float:
     """Milliseconds for one checked ``get_job``."""
-    started = time.perf_counter()
-    row = await client.get_job(job_id)
-    ms = (time.perf_counter() - started) * 1000
+    ms, row = await timed(client.get_job(job_id))
     _, shape, general = POPULATIONS[population]
     if row is None or row.state is not JobState.COMPLETED:
         raise AssertionError(f"job {job_id} not completed: {row!r}")
@@ -87,11 +84,8 @@ async def read(client: Client, population: int, job_id: int) -> float:
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)",
-    )
+    quick = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
+    parser = base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--rounds", type=int)
     return parser.parse_args(argv)
 
@@ -101,50 +95,31 @@ async def amain(args: Any) -> int:
     rounds = args.rounds or (3 if args.quick else 5)
     rng = random.Random(args.seed)
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        schema = await new_queue_schema(conn, "bench_get")
-        client = await Client.connect(dsn, schema)
-        try:
-            machine = await machine_info(conn)
-            ids = await build(client, jobs, args.seed)
-            await conn.execute("VACUUM ANALYZE")
-            for p, population in enumerate(ids):  # warm-up, not recorded
-                for job_id in population[:50]:
-                    await read(client, p, job_id)
-            lat: list[list[list[float]]] = [[] for _ in POPULATIONS]  # population, round, call
-            for round_no in range(rounds):
-                for p in [*range(len(ids))][round_no % len(ids) :] + [*range(len(ids))][
-                    : round_no % len(ids)
-                ]:
-                    lat[p].append([await read(client, p, rng.choice(ids[p])) for _ in range(calls)])
-                log(
-                    f"round {round_no + 1}/{rounds}: "
-                    + ", ".join(f"{statistics.median(p[-1]):.2f} ms" for p in lat)
-                )
-        finally:
-            await client.close()
-            await drop_queue_schema(conn, schema)
-            await conn.close()
+    async with (
+        session(args.dsn) as (dsn, conn, machine),
+        queue_schema(conn, dsn, "bench_get") as (_, client),
+    ):
+        ids = await build(client, jobs, args.seed)
+        await conn.execute("VACUUM ANALYZE")
+        for p, population in enumerate(ids):  # warm-up, not recorded
+            for job_id in population[:50]:
+                await read(client, p, job_id)
+        lat: list[list[list[float]]] = [[] for _ in POPULATIONS]  # population, round, call
+        for round_no in range(rounds):
+            for p in rotate(range(len(ids)), round_no):
+                lat[p].append([await read(client, p, rng.choice(ids[p])) for _ in range(calls)])
+            now = ", ".join(f"{statistics.median(p[-1]):.2f} ms" for p in lat)
+            log(f"round {round_no + 1}/{rounds}: {now}")
     base = [statistics.median(r) for r in lat[0]]
     rows = []
     for (label, _, _), samples in zip(POPULATIONS, lat, strict=True):
         s = latency_stats([ms for r in samples for ms in r])
         medians = [statistics.median(r) for r in samples]
-        rows.append(
-            (
-                label,
-                f"{s['median']:.2f}",
-                f"{s['p95']:.2f}",
-                f"{s['p99']:.2f}",
-                Stat.of(medians).fmt(".2f"),
-                Stat.paired_ratio(medians, base).fmt(".2f"),
-            )
-        )
+        ratio = Stat.paired_ratio(medians, base).fmt(".2f")
+        rows.append((label, *stat_cells(s, LATENCY, ".2f"), Stat.of(medians).fmt(".2f"), ratio))
     table = Table(
         f"get_job latency, ms ({rounds} rounds x {calls} calls per population)",
-        ("population", "median", "p95", "p99", "round medians", "x baseline, paired"),
+        ("population", *LATENCY, "round medians", "x baseline, paired"),
         tuple(rows),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs_per_population": jobs}

@@ -17,7 +17,6 @@ from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
 import httpx
 
 from benchmarks import _engine, _harness
@@ -65,7 +64,7 @@ async def start_server(dsn: str, schema: str) -> tuple[asyncio.subprocess.Proces
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds x 150 completions per variant (default 5 x 400)"
-    parser = _harness.base_parser(NAME, (__doc__ or "").split("\n", 1)[0], quick_help=quick)
+    parser = _harness.base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--concurrency", type=int, default=8, help="calls in flight")
     return parser.parse_args(argv)
 
@@ -107,8 +106,7 @@ async def measure(
                             raise AssertionError(f"{answer.status_code}: {answer.text[:200]}")
 
                 for round_no in range(rounds + 1):
-                    turn = round_no % len(VARIANTS)
-                    for v in [*range(len(VARIANTS))][turn:] + [*range(len(VARIANTS))][:turn]:
+                    for v in _harness.rotate(range(len(VARIANTS)), round_no):
                         batch, ids = ids[:per_round], ids[per_round:]
                         pid = process.pid if VARIANTS[v][1] else None
                         started, cpu_started = time.perf_counter(), cpu_seconds(pid)
@@ -127,16 +125,11 @@ async def measure(
 async def amain(args: Any) -> int:
     started = time.perf_counter()
     rounds, per_round = (3, 150) if args.quick else (5, 400)
-    async with _harness.embedded_or_dsn(args.dsn, log=_engine.log) as dsn:
-        await _engine.prepare(dsn)
-        conn = await asyncpg.connect(dsn)
-        schema = await _engine.new_queue_schema(conn, "bench_http")
-        try:
-            machine = await _harness.machine_info(conn)
-            rates, cpu = await measure(dsn, schema, rounds, per_round, args.concurrency, args.seed)
-        finally:
-            await _engine.drop_queue_schema(conn, schema)
-            await conn.close()
+    async with (
+        _engine.session(args.dsn) as (dsn, conn, machine),
+        _engine.queue_schema(conn, dsn, "bench_http") as (schema, _),
+    ):
+        rates, cpu = await measure(dsn, schema, rounds, per_round, args.concurrency, args.seed)
     table = _harness.Table(
         f"Callback completions/s ({rounds} rounds x {per_round}, {args.concurrency} in flight)",
         ("variant", "completions/s", "x HTTP no output, paired", "CPU ms/completion"),

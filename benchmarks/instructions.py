@@ -25,24 +25,14 @@ import asyncpg
 from benchmarks._engine import (
     SMALL,
     Noop,
-    drop_queue_schema,
     insert_all,
     log,
-    new_queue_schema,
     output_values,
-    prepare,
+    queue_schema,
     register_handler,
+    session,
 )
-from benchmarks._harness import (
-    Connection,
-    Stat,
-    Table,
-    base_parser,
-    embedded_or_dsn,
-    machine_info,
-    report,
-)
-from storage import Client
+from benchmarks._harness import Connection, Stat, Table, base_parser, report
 
 NAME = "instructions"
 CASES = {
@@ -57,15 +47,13 @@ async def child(dsn: str, case: str, jobs: int, workers: int, seed: int) -> None
     if case == "nogc":  # the difference to "none" is the cyclic collector's share
         gc.disable()
     conn: Connection = await asyncpg.connect(dsn)
-    schema = await new_queue_schema(conn, "bench_ins")
-    client = await Client.connect(dsn, schema)
     try:
-        register_handler(client, output_values(SMALL, 1_024, seed) if case == "small100" else None)
-        await insert_all(client, [Noop(i) for i in range(jobs)])
-        await client.run_until_idle(concurrency=workers, maintenance_interval=None)
+        async with queue_schema(conn, dsn, "bench_ins") as (_, client):
+            outputs = output_values(SMALL, 1_024, seed) if case == "small100" else None
+            register_handler(client, outputs)
+            await insert_all(client, [Noop(i) for i in range(jobs)])
+            await client.run_until_idle(concurrency=workers, maintenance_interval=None)
     finally:
-        await client.close()
-        await drop_queue_schema(conn, schema)
         await conn.close()
 
 
@@ -99,12 +87,9 @@ def measure(
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="1 repeat at 512 workers, 1,000 and 3,000 jobs"
-        " (default 2 repeats at 64 and 512, 1,000 and 4,000 jobs)",
-    )
+    quick = "1 repeat at 512 workers, 1,000 and 3,000 jobs"
+    quick += " (default 2 repeats at 64 and 512, 1,000 and 4,000 jobs)"
+    parser = base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # case jobs workers seed
     return parser.parse_args(argv)
 
@@ -121,13 +106,7 @@ async def amain(args: Any) -> int:
         (1, (1_000, 3_000), [512]) if args.quick else (2, (1_000, 4_000), [64, 512])
     )
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        try:
-            machine = await machine_info(conn)
-        finally:
-            await conn.close()
+    async with session(args.dsn) as (dsn, _, machine):
         per_job = await asyncio.to_thread(measure, dsn, repeats, counts, workers, args.seed)
     rows = []
     for w in workers:

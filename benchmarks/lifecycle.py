@@ -12,12 +12,12 @@ server CPU per job. ``--concurrency`` and ``--claim-size`` measure tuned setting
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import asyncpg
 import orjson
 
 from benchmarks._engine import (
@@ -27,13 +27,12 @@ from benchmarks._engine import (
     Noop,
     Shape,
     completion_totals,
-    drop_queue_schema,
     insert_all,
     log,
-    new_queue_schema,
     output_values,
-    prepare,
+    queue_schema,
     register_handler,
+    session,
 )
 from benchmarks._harness import (
     Connection,
@@ -43,13 +42,11 @@ from benchmarks._harness import (
     Table,
     base_parser,
     checkpoint,
-    embedded_or_dsn,
-    machine_info,
     report,
+    rotate,
     wal_bytes_since,
     wal_lsn,
 )
-from storage import Client
 
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
@@ -105,14 +102,18 @@ class Run:
 
 
 async def run_once(
-    conn: Connection, dsn: str, case: Case, jobs: int, values: list[Any] | None, **options: Any
+    conn: Connection,
+    dsn: str,
+    values: dict[str, list[Any] | None],
+    tuned: dict[str, Any],
+    case: Case,
+    jobs: int,
+    workers: int,
+    round_no: int,
 ) -> Run:
     """One measured lifecycle in a fresh schema, checked, then dropped."""
-    schema = await new_queue_schema(conn, "bench_lc")
-    client = await Client.connect(dsn, schema)
-    round_no = options.pop("round_no")
-    try:
-        register_handler(client, values)
+    async with queue_schema(conn, dsn, "bench_lc") as (schema, client):
+        register_handler(client, outputs := values[case.key])
         await checkpoint(conn)
         server = await ServerCpu.find(conn)
         server_started = server.seconds() if server else 0.0
@@ -122,39 +123,27 @@ async def run_once(
         with GcClock() as gc_clock:
             await insert_all(client, [Noop(i) for i in range(jobs)], **_insert_options(case))
             inserted = time.perf_counter()
-            await client.run_until_idle(maintenance_interval=None, **options)
+            await client.run_until_idle(concurrency=workers, maintenance_interval=None, **tuned)
             finished = time.perf_counter()
         cpu = time.process_time() - cpu_started
         server_cpu = server.seconds() - server_started if server else None
         wal = await wal_bytes_since(conn, start_lsn)
         totals = await completion_totals(conn, schema)
         compact, general = (0, jobs) if case.general else (jobs, 0)
-        outputs = jobs if values is not None else 0
+        recorded = jobs if outputs is not None else 0
         if (totals.compact_jobs, totals.done_completed) != (compact, general) or (
-            totals.compact_outputs + totals.done_outputs != outputs
+            totals.compact_outputs + totals.done_outputs != recorded
         ):
-            raise AssertionError(f"{case.key}: {jobs} jobs, {outputs} outputs expected: {totals}")
+            raise AssertionError(f"{case.key}: {jobs} jobs, {recorded} outputs expected: {totals}")
         job_id = await conn.fetchval(f'SELECT max(job_id) FROM "{schema}".ready_entries')
         row = await client.get_job(int(job_id))
         i = row.args["i"] if row is not None and isinstance(row.args, dict) else -1
-        expected = None if values is None else values[int(i) % len(values)]
+        expected = None if outputs is None else outputs[int(i) % len(outputs)]
         if row is None or orjson.dumps(row.output) != orjson.dumps(expected):
             raise AssertionError(f"job {job_id}: stored output differs from the recorded one")
-        return Run(
-            case.key,
-            options["concurrency"],
-            round_no,
-            jobs,
-            inserted - started,
-            finished - inserted,
-            wal,
-            cpu,
-            gc_clock.seconds,
-            server_cpu,
-        )
-    finally:
-        await client.close()
-        await drop_queue_schema(conn, schema)
+        insert_s, run_s = inserted - started, finished - inserted
+        timing = (insert_s, run_s, wal, cpu, gc_clock.seconds, server_cpu)
+        return Run(case.key, workers, round_no, jobs, *timing)
 
 
 def round_order(cases: Sequence[Case], workers: Sequence[int], round_no: int) -> list[Any]:
@@ -162,14 +151,8 @@ def round_order(cases: Sequence[Case], workers: Sequence[int], round_no: int) ->
     other cases rotated; the worker counts rotate too."""
     pair = [BASELINE, GATED] if round_no % 2 == 0 else [GATED, BASELINE]
     pair = [c for c in pair if c in cases]
-    rest = [c for c in cases if c not in (BASELINE, GATED)]
-    shift = round_no % max(1, len(rest))
-    turn = round_no % len(workers)
-    return [
-        (w, c)
-        for w in [*workers[turn:], *workers[:turn]]
-        for c in pair + rest[shift:] + rest[:shift]
-    ]
+    rest = rotate([c for c in cases if c not in (BASELINE, GATED)], round_no)
+    return [(w, c) for w in rotate(workers, round_no) for c in pair + rest]
 
 
 def paired(mine: Sequence[Run], base: dict[int, Run], metric: Callable[[Run], float]) -> Stat:
@@ -225,11 +208,8 @@ def _insert_options(case: Case) -> dict[str, Any]:
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="3 rounds of 5,000 jobs (default 11 rounds of 20,000)",
-    )
+    quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
+    parser = base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--jobs", type=int, help="jobs per run")
     parser.add_argument("--concurrency", type=int, action="append", help="workers (repeatable)")
@@ -251,42 +231,18 @@ async def amain(args: Any) -> int:
     }
     tuned = {"claim_size": args.claim_size} if args.claim_size else {}
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        try:
-            machine = await machine_info(conn)
-            for case in cases:  # warm-up, not recorded
-                await run_once(
-                    conn,
-                    dsn,
-                    case,
-                    case.jobs(1_000),
-                    values[case.key],
-                    concurrency=workers[0],
-                    round_no=-1,
-                    **tuned,
+    async with session(args.dsn) as (dsn, conn, machine):
+        measure = functools.partial(run_once, conn, dsn, values, tuned)
+        for case in cases:  # warm-up, not recorded
+            await measure(case, case.jobs(1_000), workers[0], -1)
+        runs: list[Run] = []
+        for round_no in range(rounds):
+            for w, case in round_order(cases, workers, round_no):
+                runs.append(run := await measure(case, case.jobs(jobs), w, round_no))
+                log(
+                    f"round {round_no + 1}/{rounds} {w:>4} workers {case.key:<9}"
+                    f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
-            runs: list[Run] = []
-            for round_no in range(rounds):
-                for w, case in round_order(cases, workers, round_no):
-                    run = await run_once(
-                        conn,
-                        dsn,
-                        case,
-                        case.jobs(jobs),
-                        values[case.key],
-                        concurrency=w,
-                        round_no=round_no,
-                        **tuned,
-                    )
-                    runs.append(run)
-                    log(
-                        f"round {round_no + 1}/{rounds} {w:>4} workers {case.key:<9}"
-                        f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
-                    )
-        finally:
-            await conn.close()
     speed, cost = summarise(runs, cases, workers)
     tables = (
         Table(

@@ -152,11 +152,8 @@ async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int)
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = h.base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="2 rounds of 2,000 jobs (default 3 rounds of 20,000)",
-    )
+    quick = "2 rounds of 2,000 jobs (default 3 rounds of 20,000)"
+    parser = h.base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--jobs", type=int)
     return parser.parse_args(argv)
@@ -179,8 +176,7 @@ async def amain(args: Any) -> int:
                 except Exception as exc:  # reported in the table, never fatal
                     skipped[system] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
             for round_no in range(rounds):
-                order = list(runs)[round_no % len(runs) :] + list(runs)[: round_no % len(runs)]
-                for system in order:
+                for system in h.rotate(list(runs), round_no):
                     runs[system].append(await one_run(admin, dsn, system, jobs, 100 + round_no))
                     i, r, _ = runs[system][-1]
                     log(f"round {round_no + 1}/{rounds} {system}: {jobs / (i + r):,.0f} jobs/s")

@@ -15,32 +15,21 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-
-from benchmarks._engine import (
-    Noop,
-    completion_totals,
-    drop_queue_schema,
-    insert_all,
-    log,
-    new_queue_schema,
-    prepare,
-)
+from benchmarks._engine import Noop, completion_totals, insert_all, log, queue_schema, session
 from benchmarks._harness import (
     Connection,
     Stat,
     Table,
     base_parser,
     checkpoint,
-    embedded_or_dsn,
     ident,
-    machine_info,
     report,
+    rotate,
     schema_tables,
     wal_bytes_since,
     wal_lsn,
 )
-from storage import Client, Job, JobState
+from storage import Job, JobState
 
 NAME = "retry_storm"
 ATTEMPTS = (5, 25)
@@ -68,10 +57,8 @@ async def run_once(
     conn: Connection, dsn: str, attempts: int, outputs: list[Any] | None, jobs: int
 ) -> tuple[float, float, float]:
     """One checked storm in a fresh schema: (WAL, retained bytes, attempts/s), per job."""
-    schema = await new_queue_schema(conn, "bench_rs")
-    s = ident(schema)
-    client = await Client.connect(dsn, schema)
-    try:
+    async with queue_schema(conn, dsn, "bench_rs") as (schema, client):
+        s = ident(schema)
 
         @client.task(Noop)
         async def failing(job: Job[Noop]) -> None:
@@ -110,17 +97,11 @@ async def run_once(
         if kept != ([attempts - 1] if outputs is not None else []):
             raise AssertionError(f"job {job_id}: outputs kept on entries {kept}")
         return wal / jobs, retained / jobs, jobs * attempts / seconds
-    finally:
-        await client.close()
-        await drop_queue_schema(conn, schema)
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
-        NAME,
-        __doc__.split("\n", 1)[0] if __doc__ else None,
-        quick_help="3 rounds of 50 jobs (default 3 rounds of 200)",
-    )
+    quick = "3 rounds of 50 jobs (default 3 rounds of 200)"
+    parser = base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--rounds", type=int)
     return parser.parse_args(argv)
 
@@ -131,22 +112,16 @@ async def amain(args: Any) -> int:
     cases = [(a, o) for a in ATTEMPTS for o in (True, False)]
     runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {c: [] for c in cases}
     started = time.perf_counter()
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        try:
-            machine = await machine_info(conn)
-            await run_once(conn, dsn, 3, outputs, 50)  # warm-up, not recorded
-            for round_no in range(rounds):
-                for a, o in cases[round_no % 4 :] + cases[: round_no % 4]:
-                    runs[a, o].append(await run_once(conn, dsn, a, outputs if o else None, jobs))
-                    wal, kept, rate = runs[a, o][-1]
-                    log(
-                        f"round {round_no + 1}/{rounds} {a} attempts, output {o}: WAL {wal:,.0f}"
-                        f" B/job, retained {kept:,.0f} B/job, {rate:,.0f} attempts/s"
-                    )
-        finally:
-            await conn.close()
+    async with session(args.dsn) as (dsn, conn, machine):
+        await run_once(conn, dsn, 3, outputs, 50)  # warm-up, not recorded
+        for round_no in range(rounds):
+            for a, o in rotate(cases, round_no):
+                runs[a, o].append(await run_once(conn, dsn, a, outputs if o else None, jobs))
+                wal, kept, rate = runs[a, o][-1]
+                log(
+                    f"round {round_no + 1}/{rounds} {a} attempts, output {o}: WAL {wal:,.0f}"
+                    f" B/job, retained {kept:,.0f} B/job, {rate:,.0f} attempts/s"
+                )
 
     def per_attempt(a: int, o: bool, metric: int) -> Stat:
         return Stat.of(r[metric] / a for r in runs[a, o])

@@ -13,18 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-
-from benchmarks._engine import Noop, drop_queue_schema, log, new_queue_schema, prepare
-from benchmarks._harness import (
-    Connection,
-    Table,
-    base_parser,
-    embedded_or_dsn,
-    latency_stats,
-    machine_info,
-    report,
-)
+from benchmarks._engine import Noop, queue_schema, session
+from benchmarks._harness import Table, base_parser, latency_stats, report, stat_cells
 from storage import Client, Job, Tasks
 
 NAME = "wakeup"
@@ -78,23 +68,19 @@ async def measure(dsn: str, schema: str, samples: int) -> tuple[list[float], lis
 async def amain(args: Any) -> int:
     started = time.perf_counter()
     samples = args.samples or (60 if args.quick else 300)
-    async with embedded_or_dsn(args.dsn, log=log) as dsn:
-        await prepare(dsn)
-        conn: Connection = await asyncpg.connect(dsn)
-        schema = await new_queue_schema(conn, "bench_wake")
-        try:
-            machine = await machine_info(conn)
-            wake_ms, insert_ms = await measure(dsn, schema, samples)
-        finally:
-            await drop_queue_schema(conn, schema)
-            await conn.close()
-    rows = []
-    for label, values in (("insert to handler start", wake_ms), ("insert() call", insert_ms)):
-        s = latency_stats(values)
-        rows.append((label, *(f"{s[k]:.1f}" for k in ("median", "p95", "p99", "max"))))
+    async with (
+        session(args.dsn) as (dsn, conn, machine),
+        queue_schema(conn, dsn, "bench_wake") as (schema, _),
+    ):
+        wake_ms, insert_ms = await measure(dsn, schema, samples)
+    keys = ("median", "p95", "p99", "max")
+    rows = [
+        (label, *stat_cells(latency_stats(values), keys, ".1f"))
+        for label, values in (("insert to handler start", wake_ms), ("insert() call", insert_ms))
+    ]
     table = Table(
         f"Wake-up latency, ms ({samples} jobs, 2 idle runtimes, poll_interval={POLL:g} s)",
-        ("measure", "median", "p95", "p99", "max"),
+        ("measure", *keys),
         tuple(rows),
         caption=f"target: insert to handler start median <= {TARGET_MS:g} ms",
     )
@@ -105,8 +91,6 @@ async def amain(args: Any) -> int:
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(
-        NAME, __doc__.split("\n", 1)[0] if __doc__ else None, quick_help="60 jobs (default 300)"
-    )
+    parser = base_parser(NAME, __doc__, quick_help="60 jobs (default 300)")
     parser.add_argument("--samples", type=int, help="jobs to time")
     return parser.parse_args(argv)
