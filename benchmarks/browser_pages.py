@@ -36,7 +36,7 @@ import dataclasses
 import random
 import statistics
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from benchmarks._engine import (
 )
 from benchmarks._harness import (
     Connection,
+    R,
     Stat,
     Table,
     base_parser,
@@ -72,9 +73,8 @@ BASE_JOBS = 10_000
 PAGE = 50
 NEXT_PAGES = 5
 MS = ("median", "p95")
-CHUNK = 100
-"""Insert chunk: of every 100 jobs, 85 compact, 10 general (tags), 5 failing."""
 MIX = (("compact", 85), ("general", 10), ("failed", 5))
+"""Of every 100 jobs inserted: 85 compact, 10 general (tags), 5 failing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +287,13 @@ class Samples:
     by_round: dict[int, list[float]] = field(default_factory=dict)
 
     def add(self, round_no: int, ms: float) -> None:
-        self.by_round.setdefault(round_no, []).append(ms)
+        if round_no >= 0:  # round -1 warms up
+            self.by_round.setdefault(round_no, []).append(ms)
+
+    async def time(self, round_no: int, call: Awaitable[R]) -> R:
+        ms, result = await timed(call)
+        self.add(round_no, ms)
+        return result
 
     def all(self) -> list[float]:
         return [v for values in self.by_round.values() for v in values]
@@ -311,9 +317,10 @@ READS: tuple[tuple[str, str], ...] = (
 )
 
 
-async def page_walk(
-    db: Db, state: JobState | None, first: Samples, nxt: Samples, round_no: int
-) -> None:
+WALKS = ((JobState.COMPLETED, "completed"), (None, "all"), (JobState.FAILED, "failed"))
+
+
+async def page_walk(db: Db, state: JobState | None, samples: list[Samples], round_no: int) -> None:
     """First page, then ``NEXT_PAGES`` keyset pages; checks order and size."""
     before: int | None = None
     last_id: int | None = None
@@ -328,7 +335,7 @@ async def page_walk(
             raise AssertionError(f"{db.label}: page {page} mixes states")
         if any(r.output is not None for r in rows):
             raise AssertionError("list rows must not carry outputs")
-        (first if page == 0 else nxt).add(round_no, ms)
+        samples[min(page, 1)].add(round_no, ms)
         last_id = ids[-1]
         before = last_id
 
@@ -341,12 +348,9 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
         for db in order:
             s = out[db.label]
             for _ in range(plan.reps):
-                await page_walk(
-                    db, JobState.COMPLETED, s["completed_first"], s["completed_next"], round_no
-                )
-                await page_walk(db, None, s["all_first"], s["all_next"], round_no)
-                await page_walk(db, JobState.FAILED, s["failed_first"], s["failed_next"], round_no)
-                ms, counts = await timed(db.client.counts())
+                for state, walk in WALKS:
+                    await page_walk(db, state, [s[f"{walk}_first"], s[f"{walk}_next"]], round_no)
+                counts = await s["counts"].time(round_no, db.client.counts())
                 completed = counts.by_state[JobState.COMPLETED]
                 expected = db.jobs * 95 // 100
                 honest = (
@@ -356,24 +360,19 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 )
                 if not honest:
                     raise AssertionError(f"{db.label}: counts() says {completed} completed")
-                s["counts"].add(round_no, ms)
-                ms, page = await timed(db.client.browse(limit=PAGE))
+                page = await s["browse"].time(round_no, db.client.browse(limit=PAGE))
                 if len({row.id for row in page.rows}) != PAGE:
                     raise AssertionError(f"{db.label}: browse() page is not {PAGE} distinct jobs")
-                s["browse"].add(round_no, ms)
                 job_id = rng.choice(db.compact_ids)
-                ms, row = await timed(db.client.get_job(job_id))
+                row = await s["get_job"].time(round_no, db.client.get_job(job_id))
                 if row is None or row.state is not JobState.COMPLETED:
                     raise AssertionError(f"{db.label}: job {job_id} not found completed")
-                s["get_job"].add(round_no, ms)
-                ms, (queue,) = await timed(db.client.list_queues())
+                (queue,) = await s["queues"].time(round_no, db.client.list_queues())
                 if not queue.completed_1h <= expected or queue.failed_1h > db.jobs // 20:
                     raise AssertionError(f"{db.label}: list_queues() says {queue}")
-                s["queues"].add(round_no, ms)
-                ms, (group,) = await timed(db.client.failure_groups())
+                (group,) = await s["groups"].time(round_no, db.client.failure_groups())
                 if group.count != min(db.jobs // 20, SCAN_CAP):  # the newest SCAN_CAP per source
                     raise AssertionError(f"{db.label}: failure_groups() says {group.count}")
-                s["groups"].add(round_no, ms)
         if round_no >= 0:
             parts = []
             for db in dbs:
@@ -381,10 +380,6 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 counts_ms = statistics.median(out[db.label]["counts"].by_round[round_no])
                 parts.append(f"{db.label} first page {first:.1f} ms, counts {counts_ms:.1f} ms")
             log(f"round {round_no + 1}/{plan.rounds}: " + "; ".join(parts))
-        else:
-            for db in dbs:
-                for samples in out[db.label].values():
-                    samples.by_round.pop(-1, None)
     return out
 
 
