@@ -114,23 +114,17 @@ async def schema_tables(conn: Connection, schema: str) -> list[str]:
     return [str(r["relname"]) for r in rows]
 
 
-async def table_sizes(conn: Connection, schema: str, tables: Iterable[str]) -> dict[str, int]:
-    """``pg_total_relation_size`` per table, its partitions summed into it."""
-    names = list(tables)
-    rows = await conn.fetch(
-        "SELECT t.name, (pg_total_relation_size(c.oid) + coalesce((SELECT"
-        " sum(pg_total_relation_size(p.relid)) FROM pg_partition_tree(c.oid) p"
-        " WHERE p.relid <> c.oid), 0))::bigint AS size FROM unnest($2::text[]) t(name),"
-        " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass::oid AS oid) c",
-        schema,
-        names,
-    )
-    return {str(r["name"]): int(r["size"]) for r in rows}
-
-
 async def relations_size(conn: Connection, schema: str, tables: Iterable[str]) -> int:
-    """The summed size of ``tables`` (see :func:`table_sizes`)."""
-    return sum((await table_sizes(conn, schema, tables)).values())
+    """The summed ``pg_total_relation_size`` of ``tables``, their partitions included."""
+    return int(
+        await conn.fetchval(
+            "SELECT coalesce(sum(pg_total_relation_size(p.relid)), 0)::bigint"
+            " FROM unnest($2::text[]) t(name),"
+            " pg_partition_tree(format('%I.%I', $1::text, t.name)::regclass) p",
+            schema,
+            list(tables),
+        )
+    )
 
 
 def _proc_stat(pid: int) -> list[str] | None:
@@ -310,8 +304,7 @@ def report(
     extra: Mapping[str, object] | None = None,
 ) -> int:
     """Print ``tables``; write ``<name>.json`` (meta, rows, extra) and ``<name>.md`` (tables,
-    notes, meta) under ``args.out``, the meta headed by the command line and ended by the wall
-    time since ``started``. Returns the case's exit status, 0."""
+    notes, meta) under ``args.out``. Returns the case's exit status, 0."""
     for table in tables:
         print_table(table)
     elapsed = round(time.perf_counter() - started, 1)
@@ -332,14 +325,19 @@ def report(
     return 0
 
 
-def base_parser(name: str, doc: str | None, *, quick_help: str) -> argparse.ArgumentParser:
-    """The options every case shares, described by the first line of the case's ``doc``."""
+def base_parser(
+    name: str, doc: str | None, *, quick_help: str, rounds: bool = False
+) -> argparse.ArgumentParser:
+    """The options every case shares (and ``--rounds`` if asked), described by the first line
+    of the case's ``doc``."""
     description = doc.split("\n", 1)[0] if doc else None
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=description)
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--dsn", help="benchmark this server instead of an embedded one")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory (ignored)")
     parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
+    if rounds:
+        parser.add_argument("--rounds", type=int, help="override the number of rounds")
     return parser
 
 

@@ -24,7 +24,7 @@ from awa_tui.app import AwaApp, make_app
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
 from awa_tui.widgets.job_table import JobTable
 from benchmarks._engine import log, session
-from benchmarks._harness import Table, base_parser, report
+from benchmarks._harness import Table, base_parser, report, timed
 from benchmarks.browser_pages import histories, settle
 from storage import JobPage, JobState
 
@@ -34,12 +34,6 @@ DEADLINE = 30.0
 PASSES = 2
 PARTS = ("", " read", " cpu")
 """Each size is measured in this many passes of half the samples, the sizes alternating."""
-
-
-def screen_of(app: AwaApp) -> JobsScreen:
-    screen = app.screen
-    assert isinstance(screen, JobsScreen)
-    return screen
 
 
 class KeyClock:
@@ -77,18 +71,15 @@ class KeyClock:
         browse = client.browse
 
         async def timed_browse(**kwargs: Any) -> JobPage:
-            started = time.perf_counter()
-            try:
-                return await browse(**kwargs)
-            finally:
-                self.reads.append((time.perf_counter() - started) * 1000)
+            ms, page = await timed(browse(**kwargs))
+            self.reads.append(ms)
+            return page
 
         client.browse = timed_browse
 
     async def press(self, key: str, done: Callable[[], bool]) -> tuple[float, float, float]:
         """Milliseconds from posting ``key`` to the frame showing ``done()``, of them in reads,
-        and the CPU time this process used meanwhile (the app and the client, not the server:
-        what the sample costs whatever the load of the machine)."""
+        and this process's CPU milliseconds meanwhile (not the server's)."""
         self.done, self.shown, self.reads = done, False, []
         self.finished = asyncio.get_running_loop().create_future()
         event = events.Key(key, key if len(key) == 1 else None)
@@ -118,10 +109,10 @@ async def measure_app(dsn: str, schema: str, samples: int) -> dict[str, list[flo
 
         def showing(state: JobState, rows: int) -> Callable[[], bool]:
             def check() -> bool:
-                screen = screen_of(app)
                 jobs = table.jobs
                 return (
-                    screen.query_state.tab == state.value
+                    isinstance(app.screen, JobsScreen)
+                    and app.screen.query_state.tab == state.value
                     and len(jobs) == rows
                     and table.row_count == rows
                     and all(job.state is state for job in jobs)
@@ -172,7 +163,7 @@ async def amain(args: Any) -> int:
     started = time.perf_counter()
     async with (
         session(args.dsn) as (dsn, conn, machine),
-        histories(conn, dsn, 48, None if args.small_only else large_jobs) as targets,
+        histories(conn, dsn, args.seed, None if args.small_only else large_jobs) as targets,
     ):
         for _label, schema, _jobs in targets:
             await settle(conn, dsn, schema)

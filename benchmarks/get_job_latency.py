@@ -85,8 +85,7 @@ async def read(client: Client, population: int, job_id: int) -> float:
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
-    parser = base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--rounds", type=int)
+    parser = base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     return parser.parse_args(argv)
 
 

@@ -1,10 +1,8 @@
 """Callback completions per second over HTTP, with and without a 100 B output.
 
-A real ``awa-tui serve`` process (uvicorn, bearer token) completes jobs parked by the real
-runtime; keep-alive HTTP/1.1 connections post ``/api/callbacks/{id}/complete`` and every
-answer is checked. For reference, the same completions as Python calls
-(``client.complete_external``, no HTTP). The variants take turns within each round (order
-rotating), so drift hits all of them; ratios are paired per round.
+A real ``awa-tui serve`` process completes jobs parked by the real runtime, posted over
+keep-alive connections, every answer checked; for reference, the same completions as Python
+calls (``complete_external``). The variants take turns in rotating order; ratios are paired.
 """
 
 from __future__ import annotations

@@ -115,16 +115,9 @@ async def amain(args: Any) -> int:
             mine = [per_job[case, w, r] for r in range(repeats)]
             pairs = zip(mine, base, strict=True)  # output: of its job; GC: of the job with GC
             share = Stat.of(100 * (m - b) / (m if case != "nogc" else -b) for m, b in pairs)
-            rows.append(
-                (
-                    label,
-                    str(w),
-                    Stat.of(mine).fmt(),
-                    Stat.paired_diff(mine, base).fmt(signed=True),
-                    share.fmt(".1f"),
-                    Stat.paired_ratio(base, mine).fmt(".3f"),
-                )
-            )
+            diff, ratio = Stat.paired_diff(mine, base), Stat.paired_ratio(base, mine)
+            cells = (Stat.of(mine).fmt(), diff.fmt(signed=True), share.fmt(".1f"), ratio.fmt(".3f"))
+            rows.append((label, str(w), *cells))
     table = Table(
         "Client instructions per job (valgrind callgrind)",
         ("case", "workers", "instructions/job", "Δ vs none", "share %", "none ÷ case"),

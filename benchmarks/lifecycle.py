@@ -1,13 +1,10 @@
 """Whole lifecycle (enqueue, then run until drained) with and without outputs.
 
-Each run inserts N jobs into a fresh schema (``insert_many``, batches of 2,000) and runs
-them with the real runtime until idle. Cases: no output (baseline), 100 B (ADR-048's gate),
-4 KiB numeric array and many-key object (reported), general path via tags and via a unique
-key per job (1/20 the jobs each).
-The gated case runs next to its baseline, order flipped per round; ratios are paired.
-
-Per run: enqueue, run-phase and lifecycle jobs/s, WAL, client CPU (and the GC's share) and
-server CPU per job. ``--concurrency`` and ``--claim-size`` measure tuned settings.
+Each run inserts N jobs into a fresh schema and runs them with the real runtime until idle:
+no output (baseline), 100 B (ADR-048's gate, next to its baseline in flipping order, ratios
+paired), 4 KiB numeric array and many-key object, general path via tags and via a unique key
+(1/20 the jobs each). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the
+GC's share) and server CPU per job.
 """
 
 from __future__ import annotations
@@ -171,33 +168,20 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
                 verdict = "pass" if ratio.median >= GATE_MIN_RATIO else "not met"
             else:
                 verdict = "baseline" if case is BASELINE else "reported"
+            enqueue = Stat.of(r.jobs / r.insert_s for r in mine)
+            run, life = Stat.of(r.jobs / r.run_s for r in mine), Stat.of(r.jobs_per_s for r in mine)
+            row = (case.label, str(w))
+            speed.append((*row, enqueue.fmt(), run.fmt(), life.fmt(), ratio.fmt(".3f"), verdict))
+            wal = [r.wal / r.jobs for r in mine]
+            wal_diff = Stat.paired_diff(wal, [base[r.round].wal / base[r.round].jobs for r in mine])
+            client = Stat.of(r.per_job_us(r.client_cpu_s) for r in mine)
+            gc_share = Stat.of(100 * r.gc_s / r.client_cpu_s for r in mine)
             server = [r.per_job_us(r.server_cpu_s) for r in mine if r.server_cpu_s is not None]
-            speed.append(
-                (
-                    case.label,
-                    str(w),
-                    Stat.of(r.jobs / r.insert_s for r in mine).fmt(),
-                    Stat.of(r.jobs / r.run_s for r in mine).fmt(),
-                    Stat.of(r.jobs_per_s for r in mine).fmt(),
-                    ratio.fmt(".3f"),
-                    verdict,
-                )
-            )
-            cost.append(
-                (
-                    case.label,
-                    str(w),
-                    Stat.of(r.wal / r.jobs for r in mine).fmt(),
-                    Stat.paired_diff(
-                        [r.wal / r.jobs for r in mine],
-                        [base[r.round].wal / base[r.round].jobs for r in mine],
-                    ).fmt(signed=True),
-                    Stat.of(r.per_job_us(r.client_cpu_s) for r in mine).fmt(),
-                    Stat.of(100 * r.gc_s / r.client_cpu_s for r in mine).fmt(".1f"),
-                    Stat.of(server).fmt() if server else "-",
-                    paired(mine, base, lambda r: r.total_cpu_us).fmt(".3f"),
-                )
-            )
+            cpu = paired(mine, base, lambda r: r.total_cpu_us)
+            wal_cells = (Stat.of(wal).fmt(), wal_diff.fmt(signed=True))
+            server_cell = Stat.of(server).fmt() if server else "-"
+            cpu_cells = (client.fmt(), gc_share.fmt(".1f"), server_cell, cpu.fmt(".3f"))
+            cost.append((*row, *wal_cells, *cpu_cells))
     return [speed, cost]
 
 
@@ -209,8 +193,7 @@ def _insert_options(case: Case) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
-    parser = base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--rounds", type=int)
+    parser = base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     parser.add_argument("--jobs", type=int, help="jobs per run")
     parser.add_argument("--concurrency", type=int, action="append", help="workers (repeatable)")
     parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")

@@ -2,11 +2,9 @@
 tuned, pgqueuer and pg-boss, interleaved, one fresh database per run.
 
 Each system installs its schema outside the measured window, then inserts N jobs and runs
-them until drained: enqueue, run and lifecycle jobs/s and WAL per job, paired with our
-default run of the same round. Ours and pg-boss record a 100 B output per job (pgqueuer keeps
-none). ``pip install '.[bench]'`` for pgqueuer; pg-boss needs ``node`` and ``npm`` (its
-``benchmarks/pgboss/node_modules`` is installed by ``npm ci`` on first use). A peer that fails
-its warm-up is reported as skipped.
+them until drained; ratios are paired with our default run of the same round. Ours and
+pg-boss record a 100 B output per job. pgqueuer needs ``pip install '.[bench]'``; pg-boss
+needs ``node`` and ``npm`` (``npm ci`` on first use). A peer failing its warm-up is skipped.
 """
 
 from __future__ import annotations
@@ -153,8 +151,7 @@ async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int)
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "2 rounds of 2,000 jobs (default 3 rounds of 20,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--rounds", type=int)
+    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     parser.add_argument("--jobs", type=int)
     return parser.parse_args(argv)
 

@@ -101,8 +101,7 @@ async def run_once(
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds of 50 jobs (default 3 rounds of 200)"
-    parser = base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--rounds", type=int)
+    parser = base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     return parser.parse_args(argv)
 
 
