@@ -118,9 +118,10 @@ async def relations_size(conn: Connection, schema: str, tables: Iterable[str]) -
     """The summed ``pg_total_relation_size`` of ``tables``, their partitions included."""
     return int(
         await conn.fetchval(
-            "SELECT coalesce(sum(pg_total_relation_size(p.relid)), 0)::bigint"
+            "SELECT coalesce(sum(pg_total_relation_size(p.oid)), 0)::bigint"
             " FROM unnest($2::text[]) t(name),"
-            " pg_partition_tree(format('%I.%I', $1::text, t.name)::regclass) p",
+            " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass AS oid) c,"
+            " LATERAL (SELECT c.oid UNION SELECT relid FROM pg_partition_tree(c.oid)) p",
             schema,
             list(tables),
         )

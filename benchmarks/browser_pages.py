@@ -123,65 +123,47 @@ async def build_small(conn: Connection, dsn: str, seed: int) -> str:
 
 REPLICATE = """
 WITH k AS (SELECT generate_series(0, $1::int - 1)::bigint AS k),
-shift AS (
+s AS (
     SELECT (SELECT max(job_id) FROM {src}.ready_entries) AS j,
            (SELECT max(claim_id) FROM {src}.claim_batches) AS c,
            (SELECT max(next_seq) FROM {src}.queue_lanes) AS l
 )
-{body}
+INSERT INTO {dst}.{table} ({columns}) SELECT {values} FROM {src}.{table} t, k, s {order}
 """
-
-REPLICATE_BODIES = {
-    "ready_entries": """
-INSERT INTO {dst}.ready_entries
-SELECT r.slot, r.job_id + k.k * s.j, r.kind, r.queue, r.args, r.priority, r.attempt,
-       r.run_lease, r.max_attempts, r.lane_seq + k.k * s.l, r.run_at, r.attempted_at,
-       r.created_at, r.unique_key, r.payload
-  FROM {src}.ready_entries r, k, shift s
- ORDER BY k.k, r.job_id
-""",
-    "claim_batches": """
-INSERT INTO {dst}.claim_batches
-SELECT b.slot, b.claim_id + k.k * s.c, b.queue, b.priority, b.lane_lo + k.k * s.l,
-       b.lane_hi + k.k * s.l,
-       (SELECT array_agg(x + k.k * s.j ORDER BY o)
-          FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
-       b.run_leases,
-       (SELECT array_agg(x + k.k * s.l ORDER BY o)
-          FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
-       b.attempts, b.claimed_at, b.deadline_at
-  FROM {src}.claim_batches b, k, shift s
- ORDER BY k.k, b.claim_id
-""",
-    "receipt_completion_batches": """
-INSERT INTO {dst}.receipt_completion_batches
-    (slot, claim_id, queue, priority, claim_lane_lo, claim_lane_hi, min_job_id, max_job_id,
-     job_ids, run_leases, lane_seqs, attempts, completed_count, finalized_at, outputs)
-SELECT b.slot, b.claim_id + k.k * s.c, b.queue, b.priority, b.claim_lane_lo + k.k * s.l,
-       b.claim_lane_hi + k.k * s.l, b.min_job_id + k.k * s.j, b.max_job_id + k.k * s.j,
-       (SELECT array_agg(x + k.k * s.j ORDER BY o)
-          FROM unnest(b.job_ids) WITH ORDINALITY u(x, o)),
-       b.run_leases,
-       (SELECT array_agg(x + k.k * s.l ORDER BY o)
-          FROM unnest(b.lane_seqs) WITH ORDINALITY u(x, o)),
-       b.attempts, b.completed_count, b.finalized_at, b.outputs
-  FROM {src}.receipt_completion_batches b, k, shift s
- ORDER BY k.k, b.batch_id
-""",
-    "done_entries": """
-INSERT INTO {dst}.done_entries
-    (slot, job_id, run_lease, state, attempt, finalized_at, payload, output)
-SELECT d.slot, d.job_id + k.k * s.j, d.run_lease, d.state, d.attempt, d.finalized_at,
-       d.payload, d.output
-  FROM {src}.done_entries d, k, shift s
- ORDER BY k.k, d.job_id
-""",
-    "attempt_closures": """
-INSERT INTO {dst}.attempt_closures
-SELECT c.slot, c.job_id + k.k * s.j, c.run_lease, c.claim_id + k.k * s.c, c.outcome, c.closed_at
-  FROM {src}.attempt_closures c, k, shift s
-""",
+COPY_COLUMNS = """
+SELECT attname FROM pg_attribute WHERE attrelid = format('%I.%I', $1::text, $2::text)::regclass
+   AND attnum > 0 AND NOT attisdropped AND attidentity = '' AND attgenerated = '' ORDER BY attnum
+"""
+SHIFTS: dict[str, tuple[str | None, dict[str, str]]] = {
+    # table: (copy order, {column: the range it is shifted by, k times: job ids, claim ids or
+    # lane sequences; "[]" shifts an array's elements}); other columns are copied as they are
+    "ready_entries": ("job_id", {"job_id": "j", "lane_seq": "l"}),
+    "claim_batches": (
+        "claim_id",
+        {"claim_id": "c", "lane_lo": "l", "lane_hi": "l", "job_ids": "j[]", "lane_seqs": "l[]"},
+    ),
+    "receipt_completion_batches": (
+        "batch_id",
+        {"claim_id": "c", "claim_lane_lo": "l", "claim_lane_hi": "l", "min_job_id": "j"}
+        | {"max_job_id": "j", "job_ids": "j[]", "lane_seqs": "l[]"},
+    ),
+    "done_entries": ("job_id", {"job_id": "j"}),
+    "attempt_closures": (None, {"job_id": "j", "claim_id": "c"}),
 }
+
+
+def shifted(column: str, shift: str | None) -> str:
+    """``column`` of copy ``k.k``, shifted by k times the range ``shift`` names."""
+    name = f"t.{ident(column)}"
+    if shift is None:
+        return name
+    if shift.endswith("[]"):
+        return (
+            f"(SELECT array_agg(x + k.k * s.{shift[0]} ORDER BY o)"
+            f" FROM unnest({name}) WITH ORDINALITY u(x, o))"
+        )
+    return f"{name} + k.k * s.{shift}"
+
 
 FINISH_LARGE = """
 WITH s AS (SELECT (SELECT max(job_id) FROM {src}.ready_entries) AS j,
@@ -203,9 +185,17 @@ async def build_large(conn: Connection, small: str, copies: int) -> str:
     src, dst = ident(small), ident(schema)
     started = time.perf_counter()
     async with conn.transaction():
-        for table, body in REPLICATE_BODIES.items():
+        for table, (order, shifts) in SHIFTS.items():
             t0 = time.perf_counter()
-            sql = REPLICATE.format(src=src, body=body.format(src=src, dst=dst))
+            columns = [str(r[0]) for r in await conn.fetch(COPY_COLUMNS, small, table)]
+            sql = REPLICATE.format(
+                src=src,
+                dst=dst,
+                table=ident(table),
+                columns=", ".join(ident(c) for c in columns),
+                values=", ".join(shifted(c, shifts.get(c)) for c in columns),
+                order=f"ORDER BY k.k, t.{order}" if order else "",
+            )
             await conn.execute(sql, copies)
             log(f"large: {table} x{copies} in {time.perf_counter() - t0:.1f} s")
         await conn.execute(
