@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from benchmarks import _engine, _harness
+from benchmarks._harness import Stat, Table, report
 from storage import Client, Job, JobState, WaitForCallback
 
 NAME = "http_completions"
@@ -128,27 +129,18 @@ async def amain(args: Any) -> int:
         _engine.queue_schema(conn, dsn, "bench_http") as (schema, _),
     ):
         rates, cpu = await measure(dsn, schema, rounds, per_round, args.concurrency, args.seed)
-    table = _harness.Table(
+    rows, data = [], []
+    for (label, _, _), r, c in zip(VARIANTS, rates, cpu, strict=True):
+        ratio = Stat.paired_ratio(r, rates[0]).fmt(".2f")
+        rows.append((label, Stat.of(r).fmt(), ratio, Stat.of(c).fmt(".2f")))
+        data.append({"variant": label, "rates": r, "cpu_ms": c})
+    table = Table(
         f"Callback completions/s ({rounds} rounds x {per_round}, {args.concurrency} in flight)",
         ("variant", "completions/s", "x HTTP no output, paired", "CPU ms/completion"),
-        tuple(
-            (
-                v[0],
-                _harness.Stat.of(r).fmt(),
-                _harness.Stat.paired_ratio(r, rates[0]).fmt(".2f"),
-                _harness.Stat.of(c).fmt(".2f"),
-            )
-            for v, r, c in zip(VARIANTS, rates, cpu, strict=True)
-        ),
+        tuple(rows),
         caption="CPU: the completing process (the `awa-tui serve` process, or the benchmark's "
         "own for Python calls); PostgreSQL not included.",
     )
-    data = [
-        {"variant": v[0], "rates": r, "cpu_ms": c}
-        for v, r, c in zip(VARIANTS, rates, cpu, strict=True)
-    ]
     meta = {"machine": machine, "rounds": rounds, "per_round": per_round}
     meta["concurrency"] = args.concurrency
-    return _harness.report(
-        args, NAME, data, meta, started=started, title="HTTP completions", tables=(table,)
-    )
+    return report(args, NAME, data, meta, started=started, title="HTTP completions", tables=[table])

@@ -130,16 +130,12 @@ async def amain(args: Any) -> int:
             [r[1] / a for r in runs[a, True]], [r[1] / a for r in runs[a, False]]
         )
 
-    rows = [
-        (
-            f"max_attempts {a}, {'~1 KiB output' if o else 'no output'}",
-            per_attempt(a, o, 0).fmt(),
-            per_attempt(a, o, 1).fmt(),
-            outputs_share(a).fmt() if o else "-",
-            Stat.of(r[2] for r in runs[a, o]).fmt(),
-        )
-        for a, o in cases
-    ]
+    rows = []
+    for a, o in cases:
+        label = f"max_attempts {a}, {'~1 KiB output' if o else 'no output'}"
+        wal_kept = (per_attempt(a, o, 0).fmt(), per_attempt(a, o, 1).fmt())
+        share = outputs_share(a).fmt() if o else "-"
+        rows.append((label, *wal_kept, share, Stat.of(r[2] for r in runs[a, o]).fmt()))
     lo, hi = ATTEMPTS
     growth = per_attempt(hi, True, 1).median / per_attempt(lo, True, 1).median
     table = Table(
