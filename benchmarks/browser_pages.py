@@ -34,30 +34,8 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks._engine import (
-    SMALL,
-    Noop,
-    completion_totals,
-    drop_queue_schema,
-    log,
-    new_queue_schema,
-    output_values,
-    session,
-)
-from benchmarks._harness import (
-    Connection,
-    R,
-    Stat,
-    Table,
-    base_parser,
-    ident,
-    latency_stats,
-    relations_size,
-    report,
-    schema_tables,
-    stat_cells,
-    timed,
-)
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
 from storage import Client, Job, JobState
 from storage.counting import COUNT_CAP
 from storage.failure_groups import SCAN_CAP
@@ -83,15 +61,15 @@ FULL = Plan(rounds=5, large_jobs=1_000_000, reps=8, view_reps=3)
 QUICK = Plan(rounds=3, large_jobs=200_000, reps=5, view_reps=2)
 
 
-async def build_small(conn: Connection, dsn: str, seed: int) -> str:
+async def build_small(conn: h.Connection, dsn: str, seed: int) -> str:
     """10,000 terminal jobs completed by the real runtime."""
-    schema = await new_queue_schema(conn, "bench_br_small")
-    outputs = output_values(SMALL, 256, seed)
+    schema = await engine.new_queue_schema(conn, "bench_br_small")
+    outputs = engine.output_values(engine.SMALL, 256, seed)
     client = await Client.connect(dsn, schema)
     try:
 
-        @client.task(Noop)
-        async def handler(job: Job[Noop]) -> None:
+        @client.task(engine.Noop)
+        async def handler(job: Job[engine.Noop]) -> None:
             i = job.args.i
             if i % 2 == 0 or job.tags or job.max_attempts == 1:
                 job.set_output(outputs[i % len(outputs)])
@@ -102,7 +80,7 @@ async def build_small(conn: Connection, dsn: str, seed: int) -> str:
         n = 0
         while n < BASE_JOBS:
             for kind, count in MIX:
-                args = [Noop(n + j) for j in range(count)]
+                args = [engine.Noop(n + j) for j in range(count)]
                 n += count
                 if kind == "compact":
                     await client.insert_many(args)
@@ -111,10 +89,10 @@ async def build_small(conn: Connection, dsn: str, seed: int) -> str:
                 else:
                     await client.insert_many(args, max_attempts=1)
         await client.run_until_idle(maintenance_interval=None)
-        log(f"small: {BASE_JOBS:,} jobs run in {time.perf_counter() - started:.1f} s")
+        engine.log(f"small: {BASE_JOBS:,} jobs run in {time.perf_counter() - started:.1f} s")
     finally:
         await client.close()
-    totals = await completion_totals(conn, schema)
+    totals = await engine.completion_totals(conn, schema)
     expected = (BASE_JOBS * 95 // 100, BASE_JOBS * 5 // 100)
     if (totals.completed, totals.done_failed) != expected:
         raise AssertionError(f"small history is not as planned: {totals}")
@@ -154,7 +132,7 @@ SHIFTS: dict[str, tuple[str | None, dict[str, str]]] = {
 
 def shifted(column: str, shift: str | None) -> str:
     """``column`` of copy ``k.k``, shifted by k times the range ``shift`` names."""
-    name = f"t.{ident(column)}"
+    name = f"t.{h.ident(column)}"
     if shift is None:
         return name
     if shift.endswith("[]"):
@@ -179,10 +157,10 @@ UPDATE {dst}.maintenance_state SET rescue_horizon = GREATEST(0, (
 """
 
 
-async def build_large(conn: Connection, small: str, copies: int) -> str:
+async def build_large(conn: h.Connection, small: str, copies: int) -> str:
     """``copies`` shifted copies of the small history, by SQL."""
-    schema = await new_queue_schema(conn, "bench_br_large")
-    src, dst = ident(small), ident(schema)
+    schema = await engine.new_queue_schema(conn, "bench_br_large")
+    src, dst = h.ident(small), h.ident(schema)
     started = time.perf_counter()
     async with conn.transaction():
         for table, (order, shifts) in SHIFTS.items():
@@ -191,13 +169,13 @@ async def build_large(conn: Connection, small: str, copies: int) -> str:
             sql = REPLICATE.format(
                 src=src,
                 dst=dst,
-                table=ident(table),
-                columns=", ".join(ident(c) for c in columns),
+                table=h.ident(table),
+                columns=", ".join(h.ident(c) for c in columns),
                 values=", ".join(shifted(c, shifts.get(c)) for c in columns),
                 order=f"ORDER BY k.k, t.{order}" if order else "",
             )
             await conn.execute(sql, copies)
-            log(f"large: {table} x{copies} in {time.perf_counter() - t0:.1f} s")
+            engine.log(f"large: {table} x{copies} in {time.perf_counter() - t0:.1f} s")
         await conn.execute(
             f"""INSERT INTO {dst}.queue_lanes (queue, priority, next_seq, claim_seq)
                 SELECT queue, priority, next_seq * $1, claim_seq * $1 FROM {src}.queue_lanes""",
@@ -206,8 +184,10 @@ async def build_large(conn: Connection, small: str, copies: int) -> str:
         await conn.execute(f"INSERT INTO {dst}.queue_settings SELECT * FROM {src}.queue_settings")
         await conn.fetch(FINISH_LARGE.format(src=src, dst=schema), copies)
         await conn.execute(CARRY_HORIZON.format(src=src, dst=dst), copies)
-    log(f"large: {copies * BASE_JOBS:,} jobs replicated in {time.perf_counter() - started:.1f} s")
-    totals = await completion_totals(conn, schema)
+    engine.log(
+        f"large: {copies * BASE_JOBS:,} jobs replicated in {time.perf_counter() - started:.1f} s"
+    )
+    totals = await engine.completion_totals(conn, schema)
     if totals.completed + totals.done_failed != copies * BASE_JOBS:
         raise AssertionError(f"large history is not as planned: {totals}")
     return schema
@@ -219,7 +199,7 @@ def size_label(jobs: int) -> str:
 
 @contextlib.asynccontextmanager
 async def histories(
-    conn: Connection, dsn: str, seed: int, large_jobs: int | None, *, keep: bool = False
+    conn: h.Connection, dsn: str, seed: int, large_jobs: int | None, *, keep: bool = False
 ) -> AsyncIterator[list[tuple[str, str, int]]]:
     """The small history and (unless ``large_jobs`` is None) the large one, as (label,
     schema, jobs); both schemas dropped afterwards unless ``keep``."""
@@ -232,14 +212,14 @@ async def histories(
         yield [(size_label(n), schema, n) for schema, n in zip(schemas, jobs, strict=False)]
     finally:
         for schema in schemas if not keep else ():
-            await drop_queue_schema(conn, schema)
+            await engine.drop_queue_schema(conn, schema)
 
 
-async def settle(conn: Connection, dsn: str, schema: str) -> None:
+async def settle(conn: h.Connection, dsn: str, schema: str) -> None:
     """VACUUM ANALYZE, age the claims past the horizon window, one maintenance pass."""
-    s = ident(schema)
-    for table in await schema_tables(conn, schema):
-        await conn.execute(f"VACUUM ANALYZE {s}.{ident(table)}")
+    s = h.ident(schema)
+    for table in await h.schema_tables(conn, schema):
+        await conn.execute(f"VACUUM ANALYZE {s}.{h.ident(table)}")
     await conn.execute(
         f"UPDATE {s}.claim_batches SET claimed_at = claimed_at - interval '1 hour',"
         " deadline_at = deadline_at - interval '1 hour'"
@@ -274,8 +254,8 @@ class Samples:
         if round_no >= 0:  # round -1 warms up
             self.by_round.setdefault(round_no, []).append(ms)
 
-    async def time(self, round_no: int, call: Awaitable[R]) -> R:
-        ms, result = await timed(call)
+    async def time(self, round_no: int, call: Awaitable[h.R]) -> h.R:
+        ms, result = await h.timed(call)
         self.add(round_no, ms)
         return result
 
@@ -309,7 +289,7 @@ async def page_walk(db: Db, state: JobState | None, samples: list[Samples], roun
     before: int | None = None
     last_id: int | None = None
     for page in range(NEXT_PAGES + 1):
-        ms, rows = await timed(db.client.list_jobs(state=state, limit=PAGE, before_id=before))
+        ms, rows = await h.timed(db.client.list_jobs(state=state, limit=PAGE, before_id=before))
         if len(rows) != PAGE:
             raise AssertionError(f"{db.label} {state}: page {page} has {len(rows)} rows")
         ids = [r.id for r in rows]
@@ -363,19 +343,19 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 first = statistics.median(out[db.label]["completed_first"].by_round[round_no])
                 counts_ms = statistics.median(out[db.label]["counts"].by_round[round_no])
                 parts.append(f"{db.label} first page {first:.1f} ms, counts {counts_ms:.1f} ms")
-            log(f"round {round_no + 1}/{plan.rounds}: " + "; ".join(parts))
+            engine.log(f"round {round_no + 1}/{plan.rounds}: " + "; ".join(parts))
     return out
 
 
-async def view_lookup(conn: Connection, db: Db, reps: int, seed: int) -> list[float]:
+async def view_lookup(conn: h.Connection, db: Db, reps: int, seed: int) -> list[float]:
     """``SELECT ... FROM terminal_jobs WHERE job_id = $1`` (the public SQL surface)."""
     rng = random.Random(seed)
-    s = ident(db.schema)
+    s = h.ident(db.schema)
     sql = f"SELECT job_id, state, output::text FROM {s}.terminal_jobs WHERE job_id = $1"
     samples = []
     for _ in range(reps):
         job_id = rng.choice(db.compact_ids)
-        ms, rows = await timed(conn.fetch(sql, job_id))
+        ms, rows = await h.timed(conn.fetch(sql, job_id))
         samples.append(ms)
         if len(rows) != 1:
             raise AssertionError(f"terminal_jobs returned {len(rows)} rows for {job_id}")
@@ -400,7 +380,7 @@ async def before_horizon(db_client: Client, reps: int) -> dict[str, list[float]]
             ("all_first", db_client.list_jobs(limit=PAGE)),
             ("browse", db_client.browse(limit=PAGE)),
         ):
-            ms = (await timed(call))[0]
+            ms = (await h.timed(call))[0]
             if i >= WARM_CALLS:
                 samples[key].append(ms)
     return samples
@@ -408,26 +388,26 @@ async def before_horizon(db_client: Client, reps: int) -> dict[str, list[float]]
 
 def reads_table(
     dbs: Sequence[Db], lat: dict[str, dict[str, Samples]], plan: Plan
-) -> tuple[Table, list[dict[str, object]]]:
+) -> tuple[h.Table, list[dict[str, object]]]:
     small, large = dbs
     rows = []
     data: list[dict[str, object]] = []
     for key, label in READS:
         a, b = lat[small.label][key], lat[large.label][key]
-        sa, sb = latency_stats(a.all()), latency_stats(b.all())
-        ratio = Stat.paired_ratio(b.round_medians(), a.round_medians())
-        cells = [*stat_cells(sa, MS, ".2f"), *stat_cells(sb, MS, ".2f")]
-        rows.append((label, *cells, Stat.of(b.round_medians()).fmt(".2f"), ratio.fmt(".2f")))
+        sa, sb = h.latency_stats(a.all()), h.latency_stats(b.all())
+        ratio = h.Stat.paired_ratio(b.round_medians(), a.round_medians())
+        cells = [*h.stat_cells(sa, MS, ".2f"), *h.stat_cells(sb, MS, ".2f")]
+        rows.append((label, *cells, h.Stat.of(b.round_medians()).fmt(".2f"), ratio.fmt(".2f")))
         data.append(
             {
                 "read": key,
                 "label": label,
-                small.label: {"ms": sa, "round_medians": Stat.of(a.round_medians())},
-                large.label: {"ms": sb, "round_medians": Stat.of(b.round_medians())},
+                small.label: {"ms": sa, "round_medians": h.Stat.of(a.round_medians())},
+                large.label: {"ms": sb, "round_medians": h.Stat.of(b.round_medians())},
                 "large_over_small": ratio,
             }
         )
-    table = Table(
+    table = h.Table(
         f"Browser reads, ms: {small.jobs:,} vs {large.jobs:,} terminal jobs"
         f" ({plan.rounds} rounds x {plan.reps} walks)",
         (
@@ -448,7 +428,7 @@ def reads_table(
 
 def extra_table(
     dbs: Sequence[Db], view: dict[str, list[float]], before: dict[str, dict[str, list[float]]]
-) -> Table:
+) -> h.Table:
     small, large = dbs
     rows = []
     sources = [("SQL: terminal_jobs WHERE job_id = $1", view)] + [
@@ -457,7 +437,7 @@ def extra_table(
     for label, source in sources:
         a, b = statistics.median(source[small.label]), statistics.median(source[large.label])
         rows.append((label, f"{a:,.1f}", f"{b:,.1f}", f"{b / a:,.0f}"))
-    return Table(
+    return h.Table(
         "Reads outside the browser's bounded paths, ms (median of a few warm calls)",
         ("read", small.label, large.label, "ratio"),
         tuple(rows),
@@ -482,7 +462,7 @@ completed.
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Any:
-    parser = base_parser(
+    parser = h.base_parser(
         NAME,
         __doc__,
         rounds=True,
@@ -505,7 +485,7 @@ async def amain(args: Any) -> int:
     plan = dataclasses.replace(base, rounds=rounds, large_jobs=large_jobs)
     started = time.perf_counter()
     async with (
-        session(args.dsn) as (dsn, conn, machine),
+        engine.session(args.dsn) as (dsn, conn, machine),
         histories(conn, dsn, args.seed, plan.large_jobs, keep=args.keep) as built,
         contextlib.AsyncExitStack() as clients,
     ):
@@ -517,12 +497,12 @@ async def amain(args: Any) -> int:
             before[label] = await before_horizon(client, plan.view_reps)
             await settle(conn, dsn, schema)
             compact_ids = await conn.fetch(
-                f"SELECT u FROM {ident(schema)}.receipt_completion_batches, unnest(job_ids) u"
+                f"SELECT u FROM {h.ident(schema)}.receipt_completion_batches, unnest(job_ids) u"
                 " ORDER BY random() LIMIT 2000"
             )
-            size = await relations_size(conn, schema, await schema_tables(conn, schema))
+            size = await h.relations_size(conn, schema, await h.schema_tables(conn, schema))
             dbs.append(Db(label, schema, jobs, client, [int(r[0]) for r in compact_ids], size))
-        log(f"built and settled in {time.perf_counter() - started:.0f} s")
+        engine.log(f"built and settled in {time.perf_counter() - started:.0f} s")
         lat = await measure(dbs, plan, args.seed)
         view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
     reads, data = reads_table(dbs, lat, plan)
@@ -548,7 +528,7 @@ async def amain(args: Any) -> int:
             "with shifted job ids, claim ids and lane sequences (see the module docstring)"
         ),
     }
-    return report(
+    return h.report(
         args,
         NAME,
         data,

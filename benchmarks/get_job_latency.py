@@ -16,26 +16,8 @@ from typing import Any
 
 import orjson
 
-from benchmarks._engine import (
-    MANY_KEYS,
-    NUMERIC,
-    Noop,
-    insert_all,
-    log,
-    output_values,
-    queue_schema,
-    session,
-)
-from benchmarks._harness import (
-    Stat,
-    Table,
-    base_parser,
-    latency_stats,
-    report,
-    rotate,
-    stat_cells,
-    timed,
-)
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
 from storage import Client, Job, JobState
 
 NAME = "get_job_latency"
@@ -44,18 +26,20 @@ STRIDE = 1_000_000
 """Job args ``i`` = population x stride + n, so one handler serves every population."""
 POPULATIONS = (  # label, output shape, general path
     ("compact, no output (baseline)", None, False),
-    ("compact, batch full of 4 KiB numeric arrays", NUMERIC, False),
-    ("compact, batch full of 4 KiB many-key objects", MANY_KEYS, False),
-    ("general path (tags), 4 KiB numeric array", NUMERIC, True),
+    ("compact, batch full of 4 KiB numeric arrays", engine.NUMERIC, False),
+    ("compact, batch full of 4 KiB many-key objects", engine.MANY_KEYS, False),
+    ("general path (tags), 4 KiB numeric array", engine.NUMERIC, True),
 )
 
 
 async def build(client: Client, jobs: int, seed: int) -> list[list[int]]:
     """Complete every population with the real runtime, one run each; their job ids."""
-    pools = [output_values(shape, 1_024, seed) if shape else None for _, shape, _ in POPULATIONS]
+    pools = [
+        engine.output_values(shape, 1_024, seed) if shape else None for _, shape, _ in POPULATIONS
+    ]
 
-    @client.task(Noop)
-    async def handler(job: Job[Noop]) -> None:
+    @client.task(engine.Noop)
+    async def handler(job: Job[engine.Noop]) -> None:
         pool = pools[job.args.i // STRIDE]
         if pool is not None:
             job.set_output(pool[job.args.i % len(pool)])
@@ -64,7 +48,9 @@ async def build(client: Client, jobs: int, seed: int) -> list[list[int]]:
     for index, (_, _, general) in enumerate(POPULATIONS):
         options: dict[str, Any] = {"tags": ["x"]} if general else {}
         ids.append(
-            await insert_all(client, [Noop(index * STRIDE + n) for n in range(jobs)], **options)
+            await engine.insert_all(
+                client, [engine.Noop(index * STRIDE + n) for n in range(jobs)], **options
+            )
         )
         await client.run_until_idle(maintenance_interval=None)
     return ids
@@ -72,7 +58,7 @@ async def build(client: Client, jobs: int, seed: int) -> list[list[int]]:
 
 async def read(client: Client, population: int, job_id: int) -> float:
     """Milliseconds for one checked ``get_job``."""
-    ms, row = await timed(client.get_job(job_id))
+    ms, row = await h.timed(client.get_job(job_id))
     _, shape, general = POPULATIONS[population]
     if row is None or row.state is not JobState.COMPLETED:
         raise AssertionError(f"job {job_id} not completed: {row!r}")
@@ -85,7 +71,7 @@ async def read(client: Client, population: int, job_id: int) -> float:
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
-    parser = base_parser(NAME, __doc__, quick_help=quick, rounds=True)
+    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     return parser.parse_args(argv)
 
 
@@ -95,8 +81,8 @@ async def amain(args: Any) -> int:
     rng = random.Random(args.seed)
     started = time.perf_counter()
     async with (
-        session(args.dsn) as (dsn, conn, machine),
-        queue_schema(conn, dsn, "bench_get") as (_, client),
+        engine.session(args.dsn) as (dsn, conn, machine),
+        engine.queue_schema(conn, dsn, "bench_get") as (_, client),
     ):
         ids = await build(client, jobs, args.seed)
         await conn.execute("VACUUM ANALYZE")
@@ -105,18 +91,18 @@ async def amain(args: Any) -> int:
                 await read(client, p, job_id)
         lat: list[list[list[float]]] = [[] for _ in POPULATIONS]  # population, round, call
         for round_no in range(rounds):
-            for p in rotate(range(len(ids)), round_no):
+            for p in h.rotate(range(len(ids)), round_no):
                 lat[p].append([await read(client, p, rng.choice(ids[p])) for _ in range(calls)])
             now = ", ".join(f"{statistics.median(p[-1]):.2f} ms" for p in lat)
-            log(f"round {round_no + 1}/{rounds}: {now}")
+            engine.log(f"round {round_no + 1}/{rounds}: {now}")
     base = [statistics.median(r) for r in lat[0]]
     rows = []
     for (label, _, _), samples in zip(POPULATIONS, lat, strict=True):
-        s = latency_stats([ms for r in samples for ms in r])
+        s = h.latency_stats([ms for r in samples for ms in r])
         medians = [statistics.median(r) for r in samples]
-        ratio = Stat.paired_ratio(medians, base).fmt(".2f")
-        rows.append((label, *stat_cells(s, LATENCY, ".2f"), Stat.of(medians).fmt(".2f"), ratio))
-    table = Table(
+        ratio = h.Stat.paired_ratio(medians, base).fmt(".2f")
+        rows.append((label, *h.stat_cells(s, LATENCY, ".2f"), h.Stat.of(medians).fmt(".2f"), ratio))
+    table = h.Table(
         f"get_job latency, ms ({rounds} rounds x {calls} calls per population)",
         ("population", *LATENCY, "round medians", "x baseline, paired"),
         tuple(rows),
@@ -126,4 +112,6 @@ async def amain(args: Any) -> int:
         {"population": label, "ms_by_round": samples}
         for (label, _, _), samples in zip(POPULATIONS, lat, strict=True)
     ]
-    return report(args, NAME, data, meta, started=started, title="get_job latency", tables=[table])
+    return h.report(
+        args, NAME, data, meta, started=started, title="get_job latency", tables=[table]
+    )

@@ -22,17 +22,8 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks._engine import (
-    SMALL,
-    Noop,
-    insert_all,
-    log,
-    output_values,
-    queue_schema,
-    register_handler,
-    session,
-)
-from benchmarks._harness import Connection, Stat, Table, base_parser, report
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
 
 NAME = "instructions"
 CASES = {
@@ -46,12 +37,14 @@ async def child(dsn: str, case: str, jobs: int, workers: int, seed: int) -> None
     """The measured process: one lifecycle in a fresh schema, then exit."""
     if case == "nogc":  # the difference to "none" is the cyclic collector's share
         gc.disable()
-    conn: Connection = await asyncpg.connect(dsn)
+    conn: h.Connection = await asyncpg.connect(dsn)
     try:
-        async with queue_schema(conn, dsn, "bench_ins") as (_, client):
-            outputs = output_values(SMALL, 1_024, seed) if case == "small100" else None
-            register_handler(client, outputs)
-            await insert_all(client, [Noop(i) for i in range(jobs)])
+        async with engine.queue_schema(conn, dsn, "bench_ins") as (_, client):
+            outputs = (
+                engine.output_values(engine.SMALL, 1_024, seed) if case == "small100" else None
+            )
+            engine.register_handler(client, outputs)
+            await engine.insert_all(client, [engine.Noop(i) for i in range(jobs)])
             await client.run_until_idle(concurrency=workers, maintenance_interval=None)
     finally:
         await conn.close()
@@ -82,14 +75,16 @@ def measure(
             for case in list(CASES)[:: 1 if repeat % 2 == 0 else -1]:
                 n = [count(dsn, case, jobs, w, seed) for jobs in counts]
                 per_job[case, w, repeat] = (n[1] - n[0]) / (hi - lo)
-                log(f"repeat {repeat + 1} {w} workers {case}: {per_job[case, w, repeat]:,.0f}")
+                engine.log(
+                    f"repeat {repeat + 1} {w} workers {case}: {per_job[case, w, repeat]:,.0f}"
+                )
     return per_job
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "1 repeat at 512 workers, 1,000 and 3,000 jobs"
     quick += " (default 2 repeats at 64 and 512, 1,000 and 4,000 jobs)"
-    parser = base_parser(NAME, __doc__, quick_help=quick)
+    parser = h.base_parser(NAME, __doc__, quick_help=quick)
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # case jobs workers seed
     return parser.parse_args(argv)
 
@@ -100,13 +95,13 @@ async def amain(args: Any) -> int:
         await child(args.dsn, case, int(jobs), int(workers), int(seed))
         return 0
     if shutil.which("valgrind") is None:
-        log("valgrind is not installed (Debian: apt-get install valgrind); nothing measured")
+        engine.log("valgrind is not installed (Debian: apt-get install valgrind); nothing measured")
         return 2
     repeats, counts, workers = (
         (1, (1_000, 3_000), [512]) if args.quick else (2, (1_000, 4_000), [64, 512])
     )
     started = time.perf_counter()
-    async with session(args.dsn) as (dsn, _, machine):
+    async with engine.session(args.dsn) as (dsn, _, machine):
         per_job = await asyncio.to_thread(measure, dsn, repeats, counts, workers, args.seed)
     rows = []
     for w in workers:
@@ -114,11 +109,12 @@ async def amain(args: Any) -> int:
         for case, label in CASES.items():
             mine = [per_job[case, w, r] for r in range(repeats)]
             pairs = zip(mine, base, strict=True)  # output: of its job; GC: of the job with GC
-            share = Stat.of(100 * (m - b) / (m if case != "nogc" else -b) for m, b in pairs)
-            diff, ratio = Stat.paired_diff(mine, base), Stat.paired_ratio(base, mine)
-            cells = (Stat.of(mine).fmt(), diff.fmt(signed=True), share.fmt(".1f"), ratio.fmt(".3f"))
+            share = h.Stat.of(100 * (m - b) / (m if case != "nogc" else -b) for m, b in pairs)
+            diff, ratio = h.Stat.paired_diff(mine, base), h.Stat.paired_ratio(base, mine)
+            own = h.Stat.of(mine)
+            cells = (own.fmt(), diff.fmt(signed=True), share.fmt(".1f"), ratio.fmt(".3f"))
             rows.append((label, str(w), *cells))
-    table = Table(
+    table = h.Table(
         "Client instructions per job (valgrind callgrind)",
         ("case", "workers", "instructions/job", "Δ vs none", "share %", "none ÷ case"),
         tuple(rows),
@@ -131,4 +127,4 @@ async def amain(args: Any) -> int:
         {"case": c, "workers": w, "repeat": r, "per_job": v} for (c, w, r), v in per_job.items()
     ]
     title = "Client instructions per job"
-    return report(args, NAME, samples, meta, started=started, title=title, tables=[table])
+    return h.report(args, NAME, samples, meta, started=started, title=title, tables=[table])

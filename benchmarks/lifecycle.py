@@ -17,33 +17,8 @@ from typing import Any
 
 import orjson
 
-from benchmarks._engine import (
-    MANY_KEYS,
-    NUMERIC,
-    SMALL,
-    Noop,
-    Shape,
-    completion_totals,
-    insert_all,
-    log,
-    output_values,
-    queue_schema,
-    register_handler,
-    session,
-)
-from benchmarks._harness import (
-    Connection,
-    GcClock,
-    ServerCpu,
-    Stat,
-    Table,
-    base_parser,
-    checkpoint,
-    report,
-    rotate,
-    wal_bytes_since,
-    wal_lsn,
-)
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
 
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
@@ -54,7 +29,7 @@ GATE_MIN_RATIO = 0.95  # ADR-048's "within a few percent" of the baseline's jobs
 class Case:
     key: str
     label: str
-    shape: Shape | None
+    shape: engine.Shape | None
     general: bool = False
     unique: bool = False  # a unique key per job (general path, plus its unique_keys row)
 
@@ -64,9 +39,9 @@ class Case:
 
 CASES = (
     Case("none", "no output (baseline)", None),
-    Case("small100", "100 B output, every job", SMALL),
-    Case("num4k", "4 KiB numeric array, every job", NUMERIC),
-    Case("obj4k", "4 KiB many-key object, every job", MANY_KEYS),
+    Case("small100", "100 B output, every job", engine.SMALL),
+    Case("num4k", "4 KiB numeric array, every job", engine.NUMERIC),
+    Case("obj4k", "4 KiB many-key object, every job", engine.MANY_KEYS),
     Case("general", "general path (tags), no output", None, general=True),
     Case("unique", "unique key per job, no output", None, general=True, unique=True),
 )
@@ -99,7 +74,7 @@ class Run:
 
 
 async def run_once(
-    conn: Connection,
+    conn: h.Connection,
     dsn: str,
     values: dict[str, list[Any] | None],
     tuned: dict[str, Any],
@@ -109,23 +84,25 @@ async def run_once(
     round_no: int,
 ) -> Run:
     """One measured lifecycle in a fresh schema, checked, then dropped."""
-    async with queue_schema(conn, dsn, "bench_lc") as (schema, client):
-        register_handler(client, outputs := values[case.key])
-        await checkpoint(conn)
-        server = await ServerCpu.find(conn)
+    async with engine.queue_schema(conn, dsn, "bench_lc") as (schema, client):
+        engine.register_handler(client, outputs := values[case.key])
+        await h.checkpoint(conn)
+        server = await h.ServerCpu.find(conn)
         server_started = server.seconds() if server else 0.0
-        start_lsn = await wal_lsn(conn)
+        start_lsn = await h.wal_lsn(conn)
         cpu_started = time.process_time()
         started = time.perf_counter()
-        with GcClock() as gc_clock:
-            await insert_all(client, [Noop(i) for i in range(jobs)], **_insert_options(case))
+        with h.GcClock() as gc_clock:
+            await engine.insert_all(
+                client, [engine.Noop(i) for i in range(jobs)], **_insert_options(case)
+            )
             inserted = time.perf_counter()
             await client.run_until_idle(concurrency=workers, maintenance_interval=None, **tuned)
             finished = time.perf_counter()
         cpu = time.process_time() - cpu_started
         server_cpu = server.seconds() - server_started if server else None
-        wal = await wal_bytes_since(conn, start_lsn)
-        totals = await completion_totals(conn, schema)
+        wal = await h.wal_bytes_since(conn, start_lsn)
+        totals = await engine.completion_totals(conn, schema)
         compact, general = (0, jobs) if case.general else (jobs, 0)
         recorded = jobs if outputs is not None else 0
         if (totals.compact_jobs, totals.done_completed) != (compact, general) or (
@@ -148,12 +125,12 @@ def round_order(cases: Sequence[Case], workers: Sequence[int], round_no: int) ->
     other cases rotated; the worker counts rotate too."""
     pair = [BASELINE, GATED] if round_no % 2 == 0 else [GATED, BASELINE]
     pair = [c for c in pair if c in cases]
-    rest = rotate([c for c in cases if c not in (BASELINE, GATED)], round_no)
-    return [(w, c) for w in rotate(workers, round_no) for c in pair + rest]
+    rest = h.rotate([c for c in cases if c not in (BASELINE, GATED)], round_no)
+    return [(w, c) for w in h.rotate(workers, round_no) for c in pair + rest]
 
 
-def paired(mine: Sequence[Run], base: dict[int, Run], metric: Callable[[Run], float]) -> Stat:
-    return Stat.paired_ratio([metric(r) for r in mine], [metric(base[r.round]) for r in mine])
+def paired(mine: Sequence[Run], base: dict[int, Run], metric: Callable[[Run], float]) -> h.Stat:
+    return h.Stat.paired_ratio([metric(r) for r in mine], [metric(base[r.round]) for r in mine])
 
 
 def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]) -> list[Any]:
@@ -168,18 +145,23 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
                 verdict = "pass" if ratio.median >= GATE_MIN_RATIO else "not met"
             else:
                 verdict = "baseline" if case is BASELINE else "reported"
-            enqueue = Stat.of(r.jobs / r.insert_s for r in mine)
-            run, life = Stat.of(r.jobs / r.run_s for r in mine), Stat.of(r.jobs_per_s for r in mine)
+            enqueue = h.Stat.of(r.jobs / r.insert_s for r in mine)
+            run, life = (
+                h.Stat.of(r.jobs / r.run_s for r in mine),
+                h.Stat.of(r.jobs_per_s for r in mine),
+            )
             row = (case.label, str(w))
             speed.append((*row, enqueue.fmt(), run.fmt(), life.fmt(), ratio.fmt(".3f"), verdict))
             wal = [r.wal / r.jobs for r in mine]
-            wal_diff = Stat.paired_diff(wal, [base[r.round].wal / base[r.round].jobs for r in mine])
-            client = Stat.of(r.per_job_us(r.client_cpu_s) for r in mine)
-            gc_share = Stat.of(100 * r.gc_s / r.client_cpu_s for r in mine)
+            wal_diff = h.Stat.paired_diff(
+                wal, [base[r.round].wal / base[r.round].jobs for r in mine]
+            )
+            client = h.Stat.of(r.per_job_us(r.client_cpu_s) for r in mine)
+            gc_share = h.Stat.of(100 * r.gc_s / r.client_cpu_s for r in mine)
             server = [r.per_job_us(r.server_cpu_s) for r in mine if r.server_cpu_s is not None]
             cpu = paired(mine, base, lambda r: r.total_cpu_us)
-            wal_cells = (Stat.of(wal).fmt(), wal_diff.fmt(signed=True))
-            server_cell = Stat.of(server).fmt() if server else "-"
+            wal_cells = (h.Stat.of(wal).fmt(), wal_diff.fmt(signed=True))
+            server_cell = h.Stat.of(server).fmt() if server else "-"
             cpu_cells = (client.fmt(), gc_share.fmt(".1f"), server_cell, cpu.fmt(".3f"))
             cost.append((*row, *wal_cells, *cpu_cells))
     return [speed, cost]
@@ -193,7 +175,7 @@ def _insert_options(case: Case) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
-    parser = base_parser(NAME, __doc__, quick_help=quick, rounds=True)
+    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     parser.add_argument("--jobs", type=int, help="jobs per run")
     parser.add_argument("--concurrency", type=int, action="append", help="workers (repeatable)")
     parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")
@@ -210,11 +192,12 @@ async def amain(args: Any) -> int:
     keys = {*args.cases.split(","), BASELINE.key}
     cases = [c for c in CASES if c.key in keys]
     values = {
-        c.key: output_values(c.shape, OUTPUT_POOL, args.seed) if c.shape else None for c in cases
+        c.key: engine.output_values(c.shape, OUTPUT_POOL, args.seed) if c.shape else None
+        for c in cases
     }
     tuned = {"claim_size": args.claim_size} if args.claim_size else {}
     started = time.perf_counter()
-    async with session(args.dsn) as (dsn, conn, machine):
+    async with engine.session(args.dsn) as (dsn, conn, machine):
         measure = functools.partial(run_once, conn, dsn, values, tuned)
         for case in cases:  # warm-up, not recorded
             await measure(case, case.jobs(1_000), workers[0], -1)
@@ -222,13 +205,13 @@ async def amain(args: Any) -> int:
         for round_no in range(rounds):
             for w, case in round_order(cases, workers, round_no):
                 runs.append(run := await measure(case, case.jobs(jobs), w, round_no))
-                log(
+                engine.log(
                     f"round {round_no + 1}/{rounds} {w:>4} workers {case.key:<9}"
                     f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
     speed, cost = summarise(runs, cases, workers)
     tables = (
-        Table(
+        h.Table(
             f"Whole lifecycle, {jobs:,} jobs per run, {rounds} rounds",
             (
                 "case",
@@ -242,7 +225,7 @@ async def amain(args: Any) -> int:
             tuple(speed),
             caption="lifecycle = jobs / (enqueue + run); median (min..max) over rounds.",
         ),
-        Table(
+        h.Table(
             "WAL and CPU per job",
             (
                 "case",
@@ -268,4 +251,4 @@ async def amain(args: Any) -> int:
     }
     title = "Whole lifecycle with and without outputs"
     rows = [asdict(r) for r in runs]
-    return report(args, NAME, rows, meta, started=started, title=title, tables=tables)
+    return h.report(args, NAME, rows, meta, started=started, title=title, tables=tables)

@@ -15,20 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks._engine import Noop, completion_totals, insert_all, log, queue_schema, session
-from benchmarks._harness import (
-    Connection,
-    Stat,
-    Table,
-    base_parser,
-    checkpoint,
-    ident,
-    report,
-    rotate,
-    schema_tables,
-    wal_bytes_since,
-    wal_lsn,
-)
+from benchmarks import _engine as engine
+from benchmarks import _harness as h
 from storage import Job, JobState
 
 NAME = "retry_storm"
@@ -54,38 +42,40 @@ def make_outputs(count: int, seed: int) -> list[dict[str, Any]]:
 
 
 async def run_once(
-    conn: Connection, dsn: str, attempts: int, outputs: list[Any] | None, jobs: int
+    conn: h.Connection, dsn: str, attempts: int, outputs: list[Any] | None, jobs: int
 ) -> tuple[float, float, float]:
     """One checked storm in a fresh schema: (WAL, retained bytes, attempts/s), per job."""
-    async with queue_schema(conn, dsn, "bench_rs") as (schema, client):
-        s = ident(schema)
+    async with engine.queue_schema(conn, dsn, "bench_rs") as (schema, client):
+        s = h.ident(schema)
 
-        @client.task(Noop)
-        async def failing(job: Job[Noop]) -> None:
+        @client.task(engine.Noop)
+        async def failing(job: Job[engine.Noop]) -> None:
             if outputs is not None:
                 job.set_output(outputs[(job.args.i * 31 + job.attempt) % len(outputs)])
             raise RuntimeError(f"storm attempt {job.attempt}")
 
         await client.sync_descriptors()  # outside the window: not part of the storm
-        await checkpoint(conn)
+        await h.checkpoint(conn)
         empty = int(await conn.fetchval(MAIN_FORK_BYTES, schema))
-        start_lsn = await wal_lsn(conn)
+        start_lsn = await h.wal_lsn(conn)
         started = time.perf_counter()
-        await insert_all(client, [Noop(i) for i in range(jobs)], max_attempts=attempts)
+        await engine.insert_all(
+            client, [engine.Noop(i) for i in range(jobs)], max_attempts=attempts
+        )
         for _ in range(attempts + 1):
             await client.run_until_idle(maintenance_interval=None)
             await conn.execute(f"UPDATE {s}.deferred_jobs SET run_at = now()")
             promoted = 0
-            while (report := await client.run_maintenance()).promoted:
-                promoted += report.promoted
+            while (pass_ := await client.run_maintenance()).promoted:
+                promoted += pass_.promoted
             if not promoted:
                 break
         seconds = time.perf_counter() - started
-        wal = await wal_bytes_since(conn, start_lsn)
-        for table in await schema_tables(conn, schema):
-            await conn.execute(f"VACUUM {s}.{ident(table)}")
+        wal = await h.wal_bytes_since(conn, start_lsn)
+        for table in await h.schema_tables(conn, schema):
+            await conn.execute(f"VACUUM {s}.{h.ident(table)}")
         retained = int(await conn.fetchval(MAIN_FORK_BYTES, schema)) - empty
-        totals = await completion_totals(conn, schema)
+        totals = await engine.completion_totals(conn, schema)
         closed = await conn.fetchval(f"SELECT count(*) FROM {s}.attempt_closures")
         if (totals.done_failed, totals.deferred, closed) != (jobs, 0, jobs * attempts):
             raise AssertionError(f"{attempts} attempts: {closed} closures, {totals}")
@@ -101,7 +91,7 @@ async def run_once(
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds of 50 jobs (default 3 rounds of 200)"
-    parser = base_parser(NAME, __doc__, quick_help=quick, rounds=True)
+    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     return parser.parse_args(argv)
 
 
@@ -111,22 +101,22 @@ async def amain(args: Any) -> int:
     cases = [(a, o) for a in ATTEMPTS for o in (True, False)]
     runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {c: [] for c in cases}
     started = time.perf_counter()
-    async with session(args.dsn) as (dsn, conn, machine):
+    async with engine.session(args.dsn) as (dsn, conn, machine):
         await run_once(conn, dsn, 3, outputs, 50)  # warm-up, not recorded
         for round_no in range(rounds):
-            for a, o in rotate(cases, round_no):
+            for a, o in h.rotate(cases, round_no):
                 runs[a, o].append(await run_once(conn, dsn, a, outputs if o else None, jobs))
                 wal, kept, rate = runs[a, o][-1]
-                log(
+                engine.log(
                     f"round {round_no + 1}/{rounds} {a} attempts, output {o}: WAL {wal:,.0f}"
                     f" B/job, retained {kept:,.0f} B/job, {rate:,.0f} attempts/s"
                 )
 
-    def per_attempt(a: int, o: bool, metric: int) -> Stat:
-        return Stat.of(r[metric] / a for r in runs[a, o])
+    def per_attempt(a: int, o: bool, metric: int) -> h.Stat:
+        return h.Stat.of(r[metric] / a for r in runs[a, o])
 
-    def outputs_share(a: int) -> Stat:
-        return Stat.paired_diff(
+    def outputs_share(a: int) -> h.Stat:
+        return h.Stat.paired_diff(
             [r[1] / a for r in runs[a, True]], [r[1] / a for r in runs[a, False]]
         )
 
@@ -135,10 +125,10 @@ async def amain(args: Any) -> int:
         label = f"max_attempts {a}, {'~1 KiB output' if o else 'no output'}"
         wal_kept = (per_attempt(a, o, 0).fmt(), per_attempt(a, o, 1).fmt())
         share = outputs_share(a).fmt() if o else "-"
-        rows.append((label, *wal_kept, share, Stat.of(r[2] for r in runs[a, o]).fmt()))
+        rows.append((label, *wal_kept, share, h.Stat.of(r[2] for r in runs[a, o]).fmt()))
     lo, hi = ATTEMPTS
     growth = per_attempt(hi, True, 1).median / per_attempt(lo, True, 1).median
-    table = Table(
+    table = h.Table(
         f"Retry storm, {jobs} jobs per run, {rounds} rounds",
         ("case", "WAL B/attempt", "retained B/attempt", "of which outputs (paired)", "attempts/s"),
         tuple(rows),
@@ -147,4 +137,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "jobs": jobs, "rounds": rounds}
     data = [{"attempts": a, "output": o, "wal_retained_rate": runs[a, o]} for a, o in cases]
-    return report(args, NAME, data, meta, started=started, title="Retry storm", tables=[table])
+    return h.report(args, NAME, data, meta, started=started, title="Retry storm", tables=[table])
