@@ -45,7 +45,11 @@ BASE_JOBS = 10_000
 PAGE = 50
 NEXT_PAGES = 5
 MS = ("median", "p95")
-MIX = (("compact", 85), ("general", 10), ("failed", 5))
+MIX: tuple[tuple[str, int, dict[str, Any]], ...] = (
+    ("compact", 85, {}),
+    ("general", 10, {"tags": ["x"]}),
+    ("failed", 5, {"max_attempts": 1}),
+)
 """Of every 100 jobs inserted: 85 compact, 10 general (tags), 5 failing."""
 
 
@@ -65,8 +69,7 @@ async def build_small(conn: h.Connection, dsn: str, seed: int) -> str:
     """10,000 terminal jobs completed by the real runtime."""
     schema = await engine.new_queue_schema(conn, "bench_br_small")
     outputs = engine.output_values(engine.SMALL, 256, seed)
-    client = await Client.connect(dsn, schema)
-    try:
+    async with await Client.connect(dsn, schema) as client:
 
         @client.task(engine.Noop)
         async def handler(job: Job[engine.Noop]) -> None:
@@ -79,19 +82,11 @@ async def build_small(conn: h.Connection, dsn: str, seed: int) -> str:
         started = time.perf_counter()
         n = 0
         while n < BASE_JOBS:
-            for kind, count in MIX:
-                args = [engine.Noop(n + j) for j in range(count)]
+            for _kind, count, options in MIX:
+                await client.insert_many([engine.Noop(n + j) for j in range(count)], **options)
                 n += count
-                if kind == "compact":
-                    await client.insert_many(args)
-                elif kind == "general":
-                    await client.insert_many(args, tags=["x"])
-                else:
-                    await client.insert_many(args, max_attempts=1)
         await client.run_until_idle(maintenance_interval=None)
         engine.log(f"small: {BASE_JOBS:,} jobs run in {time.perf_counter() - started:.1f} s")
-    finally:
-        await client.close()
     totals = await engine.completion_totals(conn, schema)
     expected = (BASE_JOBS * 95 // 100, BASE_JOBS * 5 // 100)
     if (totals.completed, totals.done_failed) != expected:
@@ -225,11 +220,8 @@ async def settle(conn: h.Connection, dsn: str, schema: str) -> None:
         " deadline_at = deadline_at - interval '1 hour'"
     )
     await conn.execute(f"VACUUM ANALYZE {s}.claim_batches")
-    client = await Client.connect(dsn, schema)
-    try:
+    async with await Client.connect(dsn, schema) as client:
         await client.run_maintenance()
-    finally:
-        await client.close()
     horizon = await conn.fetchval(f"SELECT rescue_horizon FROM {s}.maintenance_state")
     top = await conn.fetchval(f"SELECT max(claim_id) FROM {s}.claim_batches")
     if horizon <= top:
@@ -518,7 +510,7 @@ async def amain(args: Any) -> int:
             "next_pages": NEXT_PAGES,
             "small_jobs": BASE_JOBS,
             "large_jobs": plan.large_jobs,
-            "mix_per_100_jobs": dict(MIX),
+            "mix_per_100_jobs": {kind: count for kind, count, _ in MIX},
             "database_bytes": {db.label: db.bytes for db in dbs},
             "build_seconds": round(build_seconds, 1),
             "seed": args.seed,

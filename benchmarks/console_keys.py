@@ -174,14 +174,10 @@ async def amain(args: Any) -> int:
             for label, schema, _jobs in targets if half % 2 == 0 else targets[::-1]:
                 for name, values in (await measure_app(dsn, schema, samples // 2)).items():
                     raw[label].setdefault(name, []).extend(values)
-    results = {
-        label: {name: summary(values) for name, values in series.items()}
-        for label, series in raw.items()
-    }
     rows = [
-        {"jobs": label, "action": name, **s}
-        for label, a in results.items()
-        for name, s in a.items()
+        {"jobs": label, "action": name, **summary(values)}
+        for label, series in raw.items()
+        for name, values in series.items()
     ]
     columns = ("jobs", "action", "n", "median_ms", "p90_ms", "max_ms")
     table = Table(

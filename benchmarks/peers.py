@@ -35,8 +35,7 @@ async def run_ours(dsn: str, window: Window, jobs: int, **options: Any) -> tuple
     from storage import Client, migrate
 
     await migrate(dsn)
-    client = await Client.connect(dsn, "awa")
-    try:
+    async with await Client.connect(dsn, "awa") as client:
         engine.register_handler(client, engine.output_values(engine.SMALL, 1_024, 0))
         started = await window()
         await insert_all(client, [Noop(i) for i in range(jobs)])
@@ -50,8 +49,6 @@ async def run_ours(dsn: str, window: Window, jobs: int, **options: Any) -> tuple
         if completed != jobs:
             raise AssertionError(f"ours completed {completed} of {jobs} jobs")
         return inserted - started, done - inserted
-    finally:
-        await client.close()
 
 
 async def run_pgqueuer(dsn: str, window: Window, jobs: int, **options: Any) -> tuple[float, float]:
