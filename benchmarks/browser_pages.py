@@ -454,13 +454,9 @@ completed.
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Any:
-    parser = h.base_parser(
-        NAME,
-        __doc__,
-        rounds=True,
-        quick_help=f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
-        f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)",
-    )
+    quick = f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
+    quick += f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)"
+    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     parser.add_argument(
         "--large-jobs", type=int, help="jobs in the large database (multiple of 10,000)"
     )

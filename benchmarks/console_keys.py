@@ -188,8 +188,7 @@ async def amain(args: Any) -> int:
     for row in rows:
         log(f"{row['jobs']} {row['action']}: {row}")
     meta = {"machine": machine, "size": list(SIZE), "build_seconds": round(build, 1)}
-    title = "Console keys"
-    return report(args, NAME, rows, meta, started=started, title=title, tables=[table])
+    return report(args, NAME, rows, meta, started=started, title="Console keys", tables=[table])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Any:

@@ -96,8 +96,9 @@ async def amain(args: Any) -> int:
             now = ", ".join(f"{statistics.median(p[-1]):.2f} ms" for p in lat)
             engine.log(f"round {round_no + 1}/{rounds}: {now}")
     base = [statistics.median(r) for r in lat[0]]
-    rows = []
+    rows, data = [], []
     for (label, _, _), samples in zip(POPULATIONS, lat, strict=True):
+        data.append({"population": label, "ms_by_round": samples})
         s = h.latency_stats([ms for r in samples for ms in r])
         medians = [statistics.median(r) for r in samples]
         ratio = h.Stat.paired_ratio(medians, base).fmt(".2f")
@@ -108,10 +109,5 @@ async def amain(args: Any) -> int:
         tuple(rows),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs_per_population": jobs}
-    data = [
-        {"population": label, "ms_by_round": samples}
-        for (label, _, _), samples in zip(POPULATIONS, lat, strict=True)
-    ]
-    return h.report(
-        args, NAME, data, meta, started=started, title="get_job latency", tables=[table]
-    )
+    title = "get_job latency"
+    return h.report(args, NAME, data, meta, started=started, title=title, tables=[table])

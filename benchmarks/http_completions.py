@@ -77,47 +77,44 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 async def measure(
-    dsn: str, schema: str, rounds: int, per_round: int, width: int, seed: int
+    client: Client, dsn: str, schema: str, rounds: int, per_round: int, width: int, seed: int
 ) -> tuple[Rates, Rates]:
     """Per variant and round (``width`` calls in flight; round 0 warms up): completions/s,
     and CPU ms per completion of the completing process (``serve``, or this one)."""
     outputs = _engine.output_values(_engine.SMALL, 256, seed)
     rates: Rates = [[] for _ in VARIANTS]
     cpu: Rates = [[] for _ in VARIANTS]
-    async with await Client.connect(dsn, schema) as client:
-        ids = await park(client, (rounds + 1) * per_round * len(VARIANTS))
-        process, url = await start_server(dsn, schema)
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        try:
-            async with httpx.AsyncClient(base_url=url, headers=headers) as http:
+    ids = await park(client, (rounds + 1) * per_round * len(VARIANTS))
+    process, url = await start_server(dsn, schema)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers) as http:
 
-                async def complete(pending: list[str], via_http: bool, output: bool) -> None:
-                    while pending:
-                        value = outputs[len(pending) % len(outputs)] if output else None
-                        if not via_http:
-                            await client.complete_external(pending.pop(), output=value)
-                            continue
-                        answer = await http.post(
-                            f"/api/callbacks/{pending.pop()}/complete",
-                            json={"output": value} if output else {},
-                        )
-                        if answer.status_code != 200 or answer.json()["has_output"] != output:
-                            raise AssertionError(f"{answer.status_code}: {answer.text[:200]}")
+            async def complete(pending: list[str], via_http: bool, output: bool) -> None:
+                while pending:
+                    value = outputs[len(pending) % len(outputs)] if output else None
+                    if not via_http:
+                        await client.complete_external(pending.pop(), output=value)
+                        continue
+                    answer = await http.post(
+                        f"/api/callbacks/{pending.pop()}/complete",
+                        json={"output": value} if output else {},
+                    )
+                    if answer.status_code != 200 or answer.json()["has_output"] != output:
+                        raise AssertionError(f"{answer.status_code}: {answer.text[:200]}")
 
-                for round_no in range(rounds + 1):
-                    for v in _harness.rotate(range(len(VARIANTS)), round_no):
-                        batch, ids = ids[:per_round], ids[per_round:]
-                        pid = process.pid if VARIANTS[v][1] else None
-                        started, cpu_started = time.perf_counter(), cpu_seconds(pid)
-                        await asyncio.gather(
-                            *(complete(batch, *VARIANTS[v][1:]) for _ in range(width))
-                        )
-                        if round_no:
-                            rates[v].append(per_round / (time.perf_counter() - started))
-                            cpu[v].append((cpu_seconds(pid) - cpu_started) * 1000 / per_round)
-        finally:
-            process.terminate()
-            await process.wait()
+            for round_no in range(rounds + 1):
+                for v in _harness.rotate(range(len(VARIANTS)), round_no):
+                    batch, ids = ids[:per_round], ids[per_round:]
+                    pid = process.pid if VARIANTS[v][1] else None
+                    started, cpu_started = time.perf_counter(), cpu_seconds(pid)
+                    await asyncio.gather(*(complete(batch, *VARIANTS[v][1:]) for _ in range(width)))
+                    if round_no:
+                        rates[v].append(per_round / (time.perf_counter() - started))
+                        cpu[v].append((cpu_seconds(pid) - cpu_started) * 1000 / per_round)
+    finally:
+        process.terminate()
+        await process.wait()
     return rates, cpu
 
 
@@ -126,9 +123,10 @@ async def amain(args: Any) -> int:
     rounds, per_round = (3, 150) if args.quick else (5, 400)
     async with (
         _engine.session(args.dsn) as (dsn, conn, machine),
-        _engine.queue_schema(conn, dsn, "bench_http") as (schema, _),
+        _engine.queue_schema(conn, dsn, "bench_http") as (schema, client),
     ):
-        rates, cpu = await measure(dsn, schema, rounds, per_round, args.concurrency, args.seed)
+        width = args.concurrency
+        rates, cpu = await measure(client, dsn, schema, rounds, per_round, width, args.seed)
     rows, data = [], []
     for (label, _, _), r, c in zip(VARIANTS, rates, cpu, strict=True):
         ratio = Stat.paired_ratio(r, rates[0]).fmt(".2f")
@@ -141,6 +139,5 @@ async def amain(args: Any) -> int:
         caption="CPU: the completing process (the `awa-tui serve` process, or the benchmark's "
         "own for Python calls); PostgreSQL not included.",
     )
-    meta = {"machine": machine, "rounds": rounds, "per_round": per_round}
-    meta["concurrency"] = args.concurrency
+    meta = {"machine": machine, "rounds": rounds, "per_round": per_round, "concurrency": width}
     return report(args, NAME, data, meta, started=started, title="HTTP completions", tables=[table])

@@ -116,9 +116,8 @@ async def amain(args: Any) -> int:
         return h.Stat.of(r[metric] / a for r in runs[a, o])
 
     def outputs_share(a: int) -> h.Stat:
-        return h.Stat.paired_diff(
-            [r[1] / a for r in runs[a, True]], [r[1] / a for r in runs[a, False]]
-        )
+        kept = [[r[1] / a for r in runs[a, output]] for output in (True, False)]
+        return h.Stat.paired_diff(*kept)
 
     rows = []
     for a, o in cases:
