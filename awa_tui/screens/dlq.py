@@ -16,7 +16,7 @@ from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.messages import JobsChanged, JobsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import both, relative
 from awa_tui.widgets.app_header import AppHeader
@@ -28,7 +28,7 @@ DLQ_QUERY = JobQuery(tab="dlq")
 WRITES = frozenset({"retry", "purge", "bulk_retry", "bulk_purge"})
 
 
-class DlqScreen(AwaScreen):
+class DlqScreen(TableScreen):
     """Dead-lettered jobs, newest first. Enter opens one; R retries, P purges (confirmed)."""
 
     WRITE_ACTIONS = WRITES
@@ -202,15 +202,6 @@ class DlqScreen(AwaScreen):
             return "This is the last page."
         return None
 
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
-
     def action_open_job(self) -> None:
         if self.current is not None:
             self.awa.open_job(self.current.id)
@@ -228,7 +219,7 @@ class DlqScreen(AwaScreen):
     def action_next_page(self) -> None:
         self.load(append=True)
 
-    def action_refresh(self) -> None:
+    def reload(self) -> None:
         self.load(append=False)
 
     def action_copy(self) -> None:

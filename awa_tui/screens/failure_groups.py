@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Footer, Static
 from awa_tui.messages import FailureGroupsLoaded, JobsChanged
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import both, relative
 from awa_tui.widgets.app_header import AppHeader
@@ -51,7 +51,7 @@ def group_tab(group: FailureGroup) -> str:
     return present[0] if len(present) == 1 else "all"
 
 
-class FailureGroupsScreen(AwaScreen):
+class FailureGroupsScreen(TableScreen):
     """The largest groups first; the detail shows the sample error and where members are."""
 
     WRITE_ACTIONS = WRITES
@@ -97,13 +97,7 @@ class FailureGroupsScreen(AwaScreen):
             table.add_column(label, key=key, width=width)
         table.focus()
         self.load()
-        refresh = self.awa.settings.refresh
-        if refresh > 0:
-            self.set_interval(refresh, self._tick)
-
-    def _tick(self) -> None:
-        if self.is_current and not self.fetching:
-            self.load()
+        self.start_live_refresh()
 
     @work(exclusive=True, exit_on_error=False, group="groups")
     async def load(self) -> None:
@@ -215,17 +209,8 @@ class FailureGroupsScreen(AwaScreen):
             return "This group has no retryable job to cancel (failed jobs have ended)."
         return None
 
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_refresh(self) -> None:
+    def reload(self) -> None:
         self.load()
-
-    def action_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def action_jobs(self) -> None:
         g = self.current

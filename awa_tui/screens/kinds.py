@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Label, Static
 
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.base import TableScreen
 from awa_tui.timefmt import both
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.json_view import JsonView
@@ -33,7 +33,7 @@ COUNTED = (
 )
 
 
-class KindsScreen(AwaScreen):
+class KindsScreen(TableScreen):
     """Enter shows the kind's jobs; ``s`` its schema full screen."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -157,17 +157,8 @@ class KindsScreen(AwaScreen):
             return "This kind publishes no output schema."
         return None
 
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_refresh(self) -> None:
+    def reload(self) -> None:
         self.load()
-
-    def action_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def action_jobs(self) -> None:
         current = self.current

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Sparkline, Static
 
 from awa_tui.messages import JobsChanged, QueuesLoaded
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import both
 from awa_tui.widgets.app_header import AppHeader
@@ -63,7 +63,7 @@ def lag_text(lag: timedelta | None) -> Text:
     return Text(shown, style=style, justify="right")
 
 
-class QueuesScreen(AwaScreen):
+class QueuesScreen(TableScreen):
     """Enter shows the queue's jobs; ``p`` pauses or resumes it."""
 
     WRITE_ACTIONS = frozenset({"toggle_pause"})
@@ -108,13 +108,7 @@ class QueuesScreen(AwaScreen):
         table.add_column("completions/min, last hour", key="spark")
         table.focus()
         self.load()
-        refresh = self.awa.settings.refresh
-        if refresh > 0:
-            self.set_interval(refresh, self._tick)
-
-    def _tick(self) -> None:
-        if self.is_current and not self.fetching:
-            self.load()
+        self.start_live_refresh()
 
     @work(exclusive=True, exit_on_error=False, group="queues")
     async def load(self) -> None:
@@ -222,17 +216,8 @@ class QueuesScreen(AwaScreen):
             return "No queue is selected."
         return None
 
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_refresh(self) -> None:
+    def reload(self) -> None:
         self.load()
-
-    def action_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def action_jobs(self) -> None:
         if self.current is not None:

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from awa_tui.messages import SchedulesLoaded
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.base import TableScreen
 from awa_tui.timefmt import both, relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
@@ -32,7 +32,7 @@ EMPTY = (
 )
 
 
-class SchedulesScreen(AwaScreen):
+class SchedulesScreen(TableScreen):
     """Enter shows the jobs of the selected schedule's kind."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -125,17 +125,8 @@ class SchedulesScreen(AwaScreen):
             return "This schedule has not enqueued a job yet."
         return None
 
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_refresh(self) -> None:
+    def reload(self) -> None:
         self.load()
-
-    def action_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def action_jobs(self) -> None:
         current = self.current
