@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import signal
 import sys
 import time
 import traceback
@@ -42,6 +43,7 @@ def run(case: str, argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # cleanup runs, as on ctrl+c
     if not args or args[0] not in (*CASES, "quick"):
         print(__doc__, "cases:", *CASES)
         return 0 if args and args[0] in ("-h", "--help") else 2
@@ -64,4 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # ctrl+c or SIGTERM: the servers and children are stopped by now
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
