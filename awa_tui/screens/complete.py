@@ -116,7 +116,7 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
             if self.schema is not None:
                 yield Label(f"Declared schema ({declared})", classes="field-label")
                 yield JsonView(id="schema-view")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def job_line(self, row: JobRow) -> Text:
         return Text.assemble(

@@ -176,7 +176,7 @@ async def test_esc_with_typed_output_asks_before_discarding(
         assert app.screen.title_text == "Discard the typed output?"
         await pilot.press("n")  # back to the form, the text kept
         await settle(pilot)
-        assert app.screen is form
+        assert pilot.app.screen is form
         assert form.query_one("#output-editor", TextArea).text == VALID
         await pilot.press("escape")
         await settle(pilot)
