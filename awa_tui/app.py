@@ -29,6 +29,7 @@ from textual.worker import Worker, WorkerFailed, WorkerState
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.errors import EXIT_INTERNAL, describe, exit_code
 from awa_tui.messages import ClientConnected, JobsChanged
+from awa_tui.present import plural
 from awa_tui.query import TABS, JobQuery
 from awa_tui.resilience import (
     ConnectionState,
@@ -65,7 +66,7 @@ class AwaApp(Guarded, App[int]):
         Binding("L", "dlq", "DLQ", id="app.dlq"),
         Binding("Q", "queues", "Queues", id="app.queues"),
         Binding("G", "failure_groups", "Failures", id="app.groups"),
-        Binding("S", "schedules", "Schedules", show=False, id="app.schedules"),
+        Binding("S", "schedules", "Periodic schedules", show=False, id="app.schedules"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -306,7 +307,8 @@ class AwaApp(Guarded, App[int]):
                 self.notify(f"Job {job_id} {info.verb}.", title=info.label)
             else:
                 count = await client.bulk_action(action.value, ids=job_ids)
-                self.notify(f"{count} of {len(job_ids)} marked jobs {info.verb}.", title=info.label)
+                done = f"{count:,} of {plural(len(job_ids), 'marked job')} {info.verb}."
+                self.notify(done, title=info.label)
         finally:
             self.broadcast_changed(job_ids)
 
@@ -330,9 +332,8 @@ class AwaApp(Guarded, App[int]):
             return
         confirmed = await self.push_screen_wait(
             ConfirmModal(
-                f"{info.label} {count:,} jobs?",
-                f"{info.label} every one of the {count:,} {query.describe()} "
-                f"(counted just now). Jobs that no longer match when the action runs are skipped.",
+                f"{info.label} {query.describe(count)}?",
+                "Counted just now. Jobs that no longer match when the action runs are skipped.",
                 confirm_label=confirm_labels(action, count)[0],
                 keep_label=info.keep,
                 danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
@@ -342,7 +343,7 @@ class AwaApp(Guarded, App[int]):
             return
         try:
             done = await client.bulk_action(action.value, ids=ids, **query.list_kwargs())
-            self.notify(f"{done:,} {query.describe()} {info.verb}.", title=info.label)
+            self.notify(f"{query.describe(done)} {info.verb}.", title=info.label)
         finally:
             self.broadcast_changed([])
 
@@ -393,7 +394,7 @@ class AwaApp(Guarded, App[int]):
 
     def save_job(self, row: JobRow) -> Path:
         """Write the job as JSON (output decoded, and its exact stored text beside it)."""
-        path = self.settings.save_dir / f"awa-job-{row.id}.json"
+        path = (self.settings.save_dir / f"awa-job-{row.id}.json").resolve()  # say where
         document = row.model_dump(mode="json")
         document["output"] = row.output
         path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")

@@ -27,6 +27,16 @@ OUTPUT_MARK = "◆"
 KEPT_OUTPUT_MARK = "◇"
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 error entry``, ``3 error entries``, ``1,204 jobs``."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def state_label(row: JobRow) -> str:
+    """``dead-lettered`` for a DLQ row (its state says failed), else the state's name."""
+    return "dead-lettered" if row.dlq is not None else row.state.value
+
+
 def state_key(row: JobRow) -> str:
     return "dlq" if row.dlq is not None else row.state.value
 

@@ -114,11 +114,15 @@ class JobQuery:
     def filter_text(self) -> str:
         return format_filter(self)
 
-    def describe(self) -> str:
-        """``failed jobs of kind send_email matching "timeout"`` for confirmations."""
-        subject = {"all": "jobs", "dlq": "dead-lettered jobs"}.get(
-            self.tab, f"{TAB_LABELS[self.tab].lower()} jobs"
+    def describe(self, count: int | None = None) -> str:
+        """``failed jobs of kind send_email matching "timeout"`` for confirmations; ``count``
+        prefixes it (``1 failed job``, ``12 failed jobs``)."""
+        noun = "job" if count == 1 else "jobs"
+        subject = {"all": noun, "dlq": f"dead-lettered {noun}"}.get(
+            self.tab, f"{TAB_LABELS[self.tab].lower()} {noun}"
         )
+        if count is not None:
+            subject = f"{count:,} {subject}"
         parts = [subject]
         if self.kind:
             parts.append(f"of kind {self.kind}")

@@ -116,7 +116,7 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
             if self.schema is not None:
                 yield Label(f"Declared schema ({declared})", classes="field-label")
                 yield JsonView(id="schema-view")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def job_line(self, row: JobRow) -> Text:
         return Text.assemble(
@@ -327,4 +327,26 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
         self.revalidate()
 
     def action_close(self) -> None:
-        self.dismiss(self.result)
+        """Esc with typed text asks first: an on-call engineer may have pasted a long output."""
+        typed = any(
+            self.query_one(f"#{name}", TextArea).text.strip()
+            for name in ("output-editor", "payload-editor")
+        )
+        if self.completed or not typed:
+            self.dismiss(self.result)
+            return
+
+        def confirmed(discard: bool | None) -> None:
+            if discard:
+                self.dismiss(self.result)
+
+        self.app.push_screen(
+            ConfirmModal(
+                "Discard the typed output?",
+                "Nothing has been completed; the text in the form is lost on close.",
+                confirm_label="Discard and close",
+                keep_label="Back to the form",
+                danger=True,
+            ),
+            confirmed,
+        )

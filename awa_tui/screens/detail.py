@@ -14,6 +14,7 @@ from textual.worker import Worker, WorkerState
 
 from awa_tui.actions import ACTIONS, JobAction, callback_why_not, confirm_labels, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
+from awa_tui.present import state_label
 from awa_tui.resilience import is_connection_error
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
@@ -78,7 +79,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             yield JsonView(id="metadata")
             yield Label("Progress", classes="section-title")
             yield JsonView(id="progress", empty="(no progress recorded)")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -303,8 +304,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.app.push_screen(
             ConfirmModal(
                 f"{info.label} job {row.id}?",
-                f"{info.label} job {row.id} ({row.kind}, {row.state.value}, "
-                f"attempt {row.attempt} of {row.max_attempts})?",
+                f"{row.kind}, {state_label(row)}, attempt {row.attempt} of {row.max_attempts}. "
+                f"Jobs that are not {info.allowed} are refused.",
                 confirm_label=confirm_labels(action, 1)[0],
                 keep_label=info.keep,
                 danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),

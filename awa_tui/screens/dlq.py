@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.messages import JobsChanged, JobsLoaded
-from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line
+from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
@@ -63,7 +63,7 @@ class DlqScreen(TableScreen):
         yield DataTable(id="dlq-table", cursor_type="row")
         with VerticalScroll(id="dlq-detail"):
             yield Static("", id="dlq-entry")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -171,7 +171,8 @@ class DlqScreen(TableScreen):
             Text.assemble(("Dead-lettered: ", "bold"), both(row.dlq.dlq_at, now)),
             Text.assemble(
                 ("Attempts: ", "bold"),
-                f"{row.attempt} of {row.max_attempts}, {len(row.errors)} error entries",
+                f"{row.attempt} of {row.max_attempts}, "
+                + plural(len(row.errors), "error entry", "error entries"),
             ),
         ]
         if row.last_error:
@@ -242,7 +243,7 @@ class DlqScreen(TableScreen):
         info = ACTIONS[action]
         if self.marks:
             ids = sorted(self.marks, reverse=True)
-            subject = f"the {len(ids)} marked dead-lettered jobs"
+            subject = f"the {plural(len(ids), 'marked dead-lettered job')}"
         elif self.current is not None:
             ids = [self.current.id]
             subject = f"dead-lettered job {self.current.id} ({self.current.kind})"
@@ -258,13 +259,10 @@ class DlqScreen(TableScreen):
 
         self.app.push_screen(
             ConfirmModal(
-                f"{info.label}?",
-                f"{info.label} {subject}?"
-                + (
-                    " Purging deletes them for good."
-                    if action is JobAction.PURGE_DLQ
-                    else " They go back to their queue with attempt 0; their error history is kept."
-                ),
+                f"{info.label}: {subject}?",
+                "Purging deletes them for good."
+                if action is JobAction.PURGE_DLQ
+                else "They go back to their queue with attempt 0; their error history is kept.",
                 confirm_label=confirm_label,
                 keep_label=keep_label,
                 danger=action is JobAction.PURGE_DLQ,

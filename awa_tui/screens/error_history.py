@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Label, Static
 
-from awa_tui.present import one_line
+from awa_tui.present import one_line, plural, state_label
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, parse_timestamp, relative
 from awa_tui.widgets.app_header import AppHeader
@@ -53,8 +53,9 @@ class ErrorHistoryScreen(AwaScreen):
         yield Static(
             Text.assemble(
                 (f"Error history of job {row.id}", "bold"),
-                f" · {row.kind} · {row.state.value} · {len(row.errors)} entries, "
-                f"newest first · {kept}",
+                f" · {row.kind} · {state_label(row)} · ",
+                plural(len(row.errors), "entry", "entries"),
+                f", newest first · {kept}",
             ),
             id="errors-head",
         )
@@ -64,7 +65,7 @@ class ErrorHistoryScreen(AwaScreen):
             yield Static("", id="entry-error")
             yield OutputPanel(id="entry-output")
             yield Static(Text(LATEST_ONLY_NOTE, style="dim italic"), id="latest-note")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()

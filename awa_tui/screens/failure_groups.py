@@ -22,7 +22,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
 from awa_tui.messages import FailureGroupsLoaded, JobsChanged
-from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line
+from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
@@ -81,7 +81,7 @@ class FailureGroupsScreen(TableScreen):
         yield DataTable(id="groups-table", cursor_type="row")
         with VerticalScroll(id="group-detail"):
             yield Static("", id="group-summary")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -89,10 +89,10 @@ class FailureGroupsScreen(TableScreen):
         for key, label, width in (
             ("count", "count", 7),
             ("kind", "kind", 20),
-            ("signature", "signature", None),
             ("first", "first seen", 10),
             ("last", "last seen", 10),
             ("out", "out", 3),
+            ("signature", "signature", None),  # last: a narrow terminal cuts only this
         ):
             table.add_column(label, key=key, width=width)
         table.focus()
@@ -120,10 +120,10 @@ class FailureGroupsScreen(TableScreen):
             table.add_row(
                 Text(f"{g.count:,}{'+' if g.capped else ''}", justify="right", style="bold"),
                 kind_text(g.kind, self.awa.describe_kind(g.kind)),
-                Text(one_line(g.signature, 90), style="red"),
                 relative(g.first_seen, now),
                 relative(g.last_seen, now),
                 Text(KEPT_OUTPUT_MARK, style="yellow") if g.kept_output else "",
+                Text(one_line(g.signature, 90), style="red"),
                 key=_key(g),
             )
         keys = [_key(g) for g in self.groups]
@@ -137,7 +137,8 @@ class FailureGroupsScreen(TableScreen):
         total = sum(g.count for g in self.groups)
         parts: list[str | tuple[str, str]] = [
             ("Failure groups", "bold"),
-            f" · {len(self.groups)} groups, {total:,} failed, retrying or dead-lettered jobs",
+            f" · {plural(len(self.groups), 'group')}, "
+            f"{plural(total, 'failed, retrying or dead-lettered job')}",
         ]
         if self.stale:
             parts.append((" · stale: the connection is lost", "bold red"))
@@ -255,17 +256,19 @@ class FailureGroupsScreen(TableScreen):
         else:
             plan = [("cancel", members.retryable)]
             verb, keep = "Cancel", "Keep"
-            detail = f"{len(members.retryable):,} retryable jobs are cancelled and never run again."
+            detail = (
+                f"{plural(len(members.retryable), 'retryable job')}: cancelled, never run again."
+            )
         count = sum(len(ids) for _action, ids in plan)
         if count == 0:
             self.awa.notify("The group has no job this applies to now.", severity="warning")
             return
         confirmed = await self.app.push_screen_wait(
             ConfirmModal(
-                f"{verb} {count:,} jobs?",
-                f"{verb} the group {group.kind} · {group.signature} (counted just now): "
+                f"{verb} {plural(count, 'job')} of this group?",
+                f"{group.kind} · {group.signature} (counted just now). "
                 f"{detail} Jobs that moved on when the action runs are skipped.",
-                confirm_label=f"{verb} {count:,} jobs",
+                confirm_label=f"{verb} {plural(count, 'job')}",
                 keep_label=keep,
                 danger=not retry,
             )

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
+from awa_tui.present import plural, state_label
 from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery
 from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
@@ -56,7 +57,13 @@ class JobsScreen(AwaScreen):
             id="jobs.next",
         ),
         *(
-            Binding(key, f"select_tab('{tab}')", TAB_LABELS[tab], show=False, id=f"jobs.tab.{tab}")
+            Binding(
+                key,
+                f"select_tab('{tab}')",
+                f"{TAB_LABELS[tab]} tab",
+                show=False,
+                id=f"jobs.tab.{tab}",
+            )
             for tab, key in TAB_KEYS.items()
         ),
         Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
@@ -95,7 +102,7 @@ class JobsScreen(AwaScreen):
         yield FilterBar(self.query_state.filter_text, id="filter")
         yield JobTable(id="jobs")
         yield Static("", id="status")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -246,7 +253,7 @@ class JobsScreen(AwaScreen):
             else f"live refresh every {self.interval:g}s (p pauses, +/-)"
         )
         parts.append(live)
-        parts.append("1-0 tabs · ? keys")
+        parts.append("1-0 tabs · ? keys · ctrl+p palette")
         self.query_one("#status", Static).update(" · ".join(parts))
 
     # -- events -------------------------------------------------------------------------------
@@ -382,11 +389,11 @@ class JobsScreen(AwaScreen):
         if self.marks:
             ids = sorted(self.marks, reverse=True)
             action = self._job_action(name, None)
-            subject = f"the {len(ids)} marked jobs"
+            subject = f"the {plural(len(ids), 'marked job')}"
         elif job is not None:
             ids = [job.id]
             action = self._job_action(name, job)
-            subject = f"job {job.id} ({job.kind}, {job.state.value})"
+            subject = f"job {job.id} ({job.kind}, {state_label(job)})"
         else:
             return
         info = ACTIONS[action]
@@ -398,8 +405,8 @@ class JobsScreen(AwaScreen):
 
         self.app.push_screen(
             ConfirmModal(
-                f"{info.label}?",
-                f"{info.label} {subject}? Jobs that are not {info.allowed} are refused.",
+                f"{info.label} {subject}?",
+                f"Jobs that are not {info.allowed} are refused.",
                 confirm_label=confirm_label,
                 keep_label=keep_label,
                 danger=action is not JobAction.RETRY and action is not JobAction.RETRY_DLQ,

@@ -60,19 +60,19 @@ class KindsScreen(TableScreen):
             yield JsonView(id="kind-schema", empty="(no schema published)")
             yield Label("Extra", classes="section-title", id="kind-extra-title")
             yield JsonView(id="kind-extra")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
         table = self.query_one(DataTable)
-        table.add_column("kind", key="kind")
-        table.add_column("display name", key="name")
-        table.add_column("output type", key="type")
-        table.add_column("schema", key="schema")
+        table.add_column("kind", key="kind")  # then the counts: what on-call reads first
         for label, _state in COUNTED:
             table.add_column(label, key=label)
         table.add_column("dlq", key="dlq")
+        table.add_column("output type", key="type")
+        table.add_column("schema", key="schema")
         table.add_column("descriptor", key="stale")
+        table.add_column("display name", key="name")
         table.focus()
         self.load()
 
@@ -91,14 +91,14 @@ class KindsScreen(TableScreen):
             d = summary.descriptor
             table.add_row(
                 Text(summary.kind, style="bold"),
-                (d.display_name if d else None) or "",
+                *[_count(summary.counts.get(state, 0)) for _label, state in COUNTED],
+                _count(summary.dlq),
                 Text(d.output_type_name, style="cyan")
                 if d and d.output_type_name
                 else Text("-", style="dim"),
                 "✓" if d and d.output_schema else "",
-                *[_count(summary.counts.get(state, 0)) for _label, state in COUNTED],
-                _count(summary.dlq),
                 _stale(summary),
+                (d.display_name if d else None) or "",
                 key=summary.kind,
             )
         if self.kinds:

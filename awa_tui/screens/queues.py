@@ -92,19 +92,19 @@ class QueuesScreen(TableScreen):
         with Vertical(id="queue-detail"):
             yield Static("", id="queue-summary")
             yield Sparkline([0], id="queue-spark")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
         table = self.query_one(DataTable)
         table.add_column("queue", key="queue")
         table.add_column("state", key="state")
+        table.add_column("lag", key="lag")  # lag and failures first: what on-call reads first
+        table.add_column("failed 1h", key="f1h")
         for label, _state in DEPTH:
             table.add_column(label, key=label)
-        table.add_column("lag", key="lag")
         table.add_column("done 5m", key="c5")
         table.add_column("done 1h", key="c1h")
-        table.add_column("failed 1h", key="f1h")
         table.add_column("completions/min, last hour", key="spark")
         table.focus()
         self.load()
@@ -131,11 +131,11 @@ class QueuesScreen(TableScreen):
             table.add_row(
                 Text(q.queue, style="bold"),
                 Text("paused", style="bold yellow") if q.paused else Text("active", style="green"),
-                *[_depth(q, state) for _label, state in DEPTH],
                 lag_text(_age(q.oldest_available_at, now)),
+                _count(q.failed_1h, exact=q.hour_exact, style="red"),
+                *[_depth(q, state) for _label, state in DEPTH],
                 _count(q.completed_5m),
                 _count(q.completed_1h, exact=q.hour_exact),
-                _count(q.failed_1h, exact=q.hour_exact, style="red"),
                 sparkline_text(q.completions_per_minute),
                 key=q.queue,
             )
@@ -229,10 +229,10 @@ class QueuesScreen(TableScreen):
             return
         verb, pausing = ("Resume", False) if q.paused else ("Pause", True)
         body = (
-            f"Pause queue {q.queue}? Every runtime on this schema stops claiming its jobs at "
-            "its next poll. Running jobs finish; new jobs are still accepted and wait."
+            "Every runtime on this schema stops claiming its jobs at its next poll. "
+            "Running jobs finish; new jobs are still accepted and wait."
             if pausing
-            else f"Resume queue {q.queue}? Runtimes start claiming its "
+            else "Runtimes start claiming its "
             f"{q.counts[JobState.AVAILABLE]:,} available jobs again at their next poll."
         )
 

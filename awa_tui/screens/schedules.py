@@ -54,7 +54,7 @@ class SchedulesScreen(TableScreen):
         yield Static(Text("Periodic schedules", style="bold"), id="schedules-head")
         yield DataTable(id="schedules-table", cursor_type="row")
         yield Static("", id="schedule-detail")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()

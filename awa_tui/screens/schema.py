@@ -38,7 +38,7 @@ class SchemaScreen(AwaScreen):
         )
         with VerticalScroll(id="schema-body"):
             yield JsonView(id="schema-json", empty="(this kind publishes no schema)")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()

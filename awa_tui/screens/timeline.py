@@ -20,25 +20,30 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
 from awa_tui.messages import TimelineLoaded
-from awa_tui.present import one_line
+from awa_tui.present import one_line, plural
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
 from storage import AttemptSpan, JobRow
 
-OUTCOME_STYLES = {
-    "completed": "green",
-    "completed_external": "green",
-    "failed": "bold red",
-    "failed_external": "bold red",
-    "error": "bold red",
-    "retried": "yellow",
-    "rescued": "bold yellow",
-    "callback_timeout": "bold yellow",
-    "cancelled": "dim",
-    "snoozed": "cyan",
+OUTCOMES = {
+    "completed": ("completed", "green"),
+    "completed_external": ("completed by callback", "green"),
+    "retried": ("failed, retried", "yellow"),
+    "retry_after": ("failed", "bold red"),
+    "error": ("failed", "bold red"),
+    "terminal": ("failed (terminal)", "bold red"),
+    "contract": ("failed (no callback)", "bold red"),
+    "failed_external": ("failed by callback", "bold red"),
+    "rescued": ("rescued (lease lost)", "bold yellow"),
+    "callback_timeout": ("callback timed out", "bold yellow"),
+    "cancel": ("cancelled by handler", "dim"),
+    "cancelled_admin": ("cancelled by operator", "dim"),
+    "snoozed": ("snoozed", "cyan"),
 }
+"""How each stored closure outcome reads: what happened to the attempt, in the words of the
+docs (completed, failed, rescued, cancelled), not the storage's outcome codes."""
 
 
 def took(span: timedelta | None) -> str:
@@ -71,7 +76,7 @@ class TimelineScreen(AwaScreen):
         yield Static(Text(f"Attempt timeline · job {self.row.id}", style="bold"), id="tl-head")
         yield DataTable(id="tl-table", cursor_type="row")
         yield Static("", id="tl-note")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -82,9 +87,9 @@ class TimelineScreen(AwaScreen):
             ("claimed", "claimed", 8),
             ("ended", "ended", 8),
             ("took", "took", 6),
-            ("outcome", "outcome", 12),
+            ("outcome", "outcome", 21),
             ("live", "while running", 20),
-            ("error", "error", 36),
+            ("error", "error", 30),
         ):
             table.add_column(label, key=key, width=width)
         table.focus()
@@ -104,18 +109,19 @@ class TimelineScreen(AwaScreen):
         table = self.query_one(DataTable)
         table.clear()
         for span in self.spans:
-            outcome = span.outcome or ("waiting" if span.waiting else "running")
+            code = span.outcome or ("waiting" if span.waiting else "running")
             if span.claimed_at is None:
-                outcome = "not claimed"
+                code = "not claimed"
+            outcome, style = OUTCOMES.get(code, (code, ""))
             table.add_row(
                 str(span.attempt) if span.attempt is not None else "-",
                 _when(span.ready_at),
                 _when(span.claimed_at),
                 _when(span.ended_at),
                 took(span.duration),
-                Text(outcome, style=OUTCOME_STYLES.get(outcome, "")),
+                Text(outcome, style=style),
                 _live(span, now),
-                Text(one_line(errors.get(span.attempt), 36), style="red"),
+                Text(one_line(errors.get(span.attempt), 30), style="red"),
                 key=str(span.run_lease),
             )
         self.show_current()
@@ -125,7 +131,7 @@ class TimelineScreen(AwaScreen):
         """The note: what the rows are, and the highlighted attempt's whole error."""
         shown = len(self.spans)
         note = Text(
-            f"{shown} readiness{'es' if shown != 1 else ''} of job {self.row.id} "
+            f"{plural(shown, 'run')} of job {self.row.id} "
             f"({self.row.kind}), oldest first; times UTC, first ready {_day(self.spans)}. "
             "Heartbeat, progress and callback exist only while an attempt runs.",
             style="dim",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.markup import escape
+from textual import events
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
@@ -13,11 +14,23 @@ from awa_tui.query import TAB_KEYS, TAB_LABELS, TABS
 from awa_tui.resilience import Guarded
 from storage import JobState, StateCounts
 
+SHORT_LABELS = {
+    "available": "Avail",
+    "running": "Run",
+    "waiting_external": "Wait",
+    "scheduled": "Sched",
+    "retryable": "Retry",
+    "failed": "Fail",
+    "completed": "Done",
+    "cancelled": "Canc",
+}
+"""Labels for a narrow terminal, so the tabs stay on one line (120 columns and less)."""
+
 
 class StateTabs(Guarded, Static):
     """``1 All 1,204  2 Available 3 ...``, ``10,000+`` (``1,000+`` for completed, failed and
     cancelled) for "at least" (a count at its cap); the active tab reversed. Click, a digit,
-    ``[``/``]``."""
+    ``[``/``]``. Narrower than the full line, the labels shorten, then the digit keys go."""
 
     DEFAULT_CSS = """
     StateTabs { height: auto; padding: 0 1; }
@@ -41,6 +54,9 @@ class StateTabs(Guarded, Static):
         self.update(self.tabs_markup())
 
     def watch_counts(self) -> None:
+        self.update(self.tabs_markup())
+
+    def on_resize(self, event: events.Resize) -> None:
         self.update(self.tabs_markup())
 
     def count_label(self, tab: str) -> str | None:
@@ -68,19 +84,31 @@ class StateTabs(Guarded, Static):
         return counts.by_state.get(JobState(tab), 0)
 
     def tabs_markup(self) -> str:
-        parts = []
-        for tab in TABS:
-            count = self.count_of(tab)
-            shown = self.count_label(tab)
-            key = f"[dim]{TAB_KEYS[tab]}[/]" if tab != self.active else TAB_KEYS[tab]
-            text = escape(f"{TAB_LABELS[tab]}" + ("" if shown is None else f" {shown}") + " ")
-            label = f" {key} {text}"
-            if tab == self.active:
-                label = f"[reverse bold]{label}[/]"
-            elif tab in ("failed", "dlq") and count:
-                label = f"[$error]{label}[/]"
-            parts.append(f"[@click=select_tab('{tab}')]{label}[/]")
-        return "".join(parts)
+        """The widest of the three forms that fits on one line (the last one always)."""
+        room = self.content_size.width or 10_000  # not laid out yet: the full form
+        forms = [(TAB_LABELS, True), ({**TAB_LABELS, **SHORT_LABELS}, True)]
+        for labels, keys in forms:
+            plain = sum(len(self.tab_text(tab, labels, keys)) for tab in TABS)
+            if plain <= room:
+                break
+        else:
+            labels, keys = forms[-1][0], False
+        return "".join(self.tab_markup(tab, labels, keys) for tab in TABS)
+
+    def tab_text(self, tab: str, labels: dict[str, str], keys: bool) -> str:
+        shown = self.count_label(tab)
+        key = f" {TAB_KEYS[tab]} " if keys else ""
+        return f"{key}{labels[tab]}" + ("" if shown is None else f" {shown}") + " "
+
+    def tab_markup(self, tab: str, labels: dict[str, str], keys: bool) -> str:
+        label = escape(self.tab_text(tab, labels, keys))
+        if keys and tab != self.active:
+            label = label.replace(TAB_KEYS[tab], f"[dim]{TAB_KEYS[tab]}[/]", 1)
+        if tab == self.active:
+            label = f"[reverse bold]{label}[/]"
+        elif tab in ("failed", "dlq") and self.count_of(tab):
+            label = f"[$error]{label}[/]"
+        return f"[@click=select_tab('{tab}')]{label}[/]"
 
     def action_select_tab(self, tab: str) -> None:
         self.post_message(self.TabSelected(tab))

@@ -28,7 +28,7 @@ async def test_tabs_show_live_counts_and_filter_by_state(
     migrated_dsn: str, schema: str, incident: Incident
 ) -> None:
     app = build_app(migrated_dsn, schema)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(160, 36)) as pilot:  # wide enough for the full labels
         await settle(pilot)
         screen = jobs_screen(app)
         tabs = text_of(screen.query_one(StateTabs))
@@ -150,7 +150,7 @@ async def test_bulk_cancel_on_marked_rows(
         await settle(pilot)
         confirm = app.screen
         assert isinstance(confirm, ConfirmModal)
-        assert "the 2 marked jobs" in confirm.body
+        assert "the 2 marked jobs" in confirm.title_text
         await pilot.press("y")
         await settle(pilot)
         for row in extra:
@@ -175,8 +175,8 @@ async def test_bulk_on_everything_matching_shows_the_count_first(
         await wait_for_screen(pilot, BulkActionModal)
         await pilot.press("enter")  # the first choice on the available tab: cancel
         confirm = await wait_for_screen(pilot, ConfirmModal)
-        assert confirm.title_text == "Cancel 5 jobs?"
-        assert "available jobs of kind send_email" in confirm.body
+        assert confirm.title_text == "Cancel 5 available jobs of kind send_email?"
+        assert confirm.body.startswith("Counted just now.")
         await pilot.press("y")
         await settle(pilot)
         counts = await client.counts()
@@ -235,9 +235,9 @@ async def test_a_count_above_the_cap_shows_as_at_least(
         await settle(pilot)
         tabs = text_of(jobs_screen(app).query_one(StateTabs))
         assert "All 9+" in tabs
-        assert "Completed 3+" in tabs
-        assert "Failed 1 " in tabs
-        assert "Available 1 " in tabs
+        assert "Done 3+" in tabs  # 120 columns: the short labels
+        assert "Fail 1 " in tabs
+        assert "Avail 1 " in tabs
 
 
 async def test_the_all_tab_says_when_dead_lettered_jobs_also_match_its_filter(
@@ -258,3 +258,21 @@ async def test_the_all_tab_says_when_dead_lettered_jobs_also_match_its_filter(
         await settle(pilot)
         assert len(shown_ids(screen)) == 1
         assert "dead-lettered also match" not in text_of(screen.query_one("#status"))
+
+
+async def test_tabs_shorten_to_stay_on_one_line_in_a_narrow_terminal(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """120 columns: short labels, keys kept; 80: the keys go too; never a second line."""
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        tabs = jobs_screen(app).query_one(StateTabs)
+        assert tabs.size.height == 1
+        assert "[dim]2[/] Avail 1" in text_of(tabs)
+        assert "[dim]8[/] Done 5" in text_of(tabs)
+        await pilot.resize_terminal(80, 24)
+        await settle(pilot)
+        assert tabs.size.height == 1
+        assert "Avail 1" in text_of(tabs)
+        assert "[dim]2[/]" not in text_of(tabs)

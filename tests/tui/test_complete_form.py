@@ -161,3 +161,39 @@ async def test_editor_needs_a_terminal(migrated_dsn: str, schema: str, incident:
         await settle(pilot)
         assert any("cannot hand over to an editor" in n.message for n in app._notifications)
         assert app.screen is form
+
+
+async def test_esc_with_typed_output_asks_before_discarding(
+    migrated_dsn: str, schema: str, incident: Incident, client: Client
+) -> None:
+    app = build_app(migrated_dsn, schema, initial_job=incident.waiting)
+    async with app.run_test(size=SIZE) as pilot:
+        form = await open_form(pilot, app)
+        await type_output(pilot, form, VALID)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmModal)
+        assert app.screen.title_text == "Discard the typed output?"
+        await pilot.press("n")  # back to the form, the text kept
+        await settle(pilot)
+        assert pilot.app.screen is form
+        assert form.query_one("#output-editor", TextArea).text == VALID
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, JobDetailScreen)
+        row = await client.get_job(incident.waiting)
+        assert row is not None
+        assert row.state is JobState.WAITING_EXTERNAL  # nothing was written
+
+
+async def test_esc_on_an_empty_form_closes_at_once(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    app = build_app(migrated_dsn, schema, initial_job=incident.waiting)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_form(pilot, app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, JobDetailScreen)

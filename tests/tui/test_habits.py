@@ -81,7 +81,7 @@ async def test_mouse_selects_tabs_and_rows(
         await settle(pilot)
         tabs = app.screen.query_one(StateTabs)
         plain = Content.from_markup(tabs.tabs_markup()).plain
-        column = plain.index("Failed") + 1  # the widget has one cell of padding
+        column = plain.index("Fail") + 1  # the widget has one cell of padding
         await pilot.click(StateTabs, offset=(column + 1, 0))
         await settle(pilot)
         screen = app.screen

@@ -30,12 +30,12 @@ async def test_kinds_list_types_schemas_counts_and_stale_descriptors(
             text_of(table.get_row_at(i)[0]): [text_of(c) for c in table.get_row_at(i)]
             for i in range(table.row_count)
         }
-        assert rows["sync_inventory"][2] == "SyncReport"
-        assert rows["sync_inventory"][3] == "✓"
-        assert rows["sync_inventory"][8:10] == ["1", "1"]  # retryable, failed
-        assert rows["charge_card"][10] == "1"  # dead-lettered
-        assert rows["legacy_export"][-1] == "stale"
-        assert rows["cleanup_tmp"][2] == "-"
+        assert rows["sync_inventory"][5:7] == ["1", "1"]  # retryable, failed
+        assert rows["charge_card"][7] == "1"  # dead-lettered
+        assert rows["sync_inventory"][8] == "SyncReport"
+        assert rows["sync_inventory"][9] == "✓"
+        assert rows["legacy_export"][10] == "stale"
+        assert rows["cleanup_tmp"][8] == "-"
         await pilot.press("j")  # build_report
         await settle(pilot)
         detail = text_of(screen.query_one("#kind-detail"))
