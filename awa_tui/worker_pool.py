@@ -110,17 +110,15 @@ async def _watch(
     stopping.cancel()
     exited = [waits[task] for task in done if task in waits]
     code, cause = EXIT_OK, f"on {received[0]}" if received else ""
-    if (
-        exited and not stop.is_set()
-    ):  # a child went first: say which and why, before waiting for the others
+    if exited and not stop.is_set():  # a child went first: say which and why, now
         first = min(exited, key=children.index)
         code, why = _verdict(first.returncode)
         cause = f"because worker process {children.index(first) + 1} (pid {first.pid}) {why}"
         say(f"stopping every worker process {cause}")
         if code != EXIT_OK:
             say(
-                f"its running jobs run again once maintenance rescues them ({rescue:g} s after "
-                f"their last heartbeat); exiting {code} so that the supervisor restarts the worker"
+                f"any job it was running runs again once maintenance rescues it ({rescue:g} s "
+                f"after its last heartbeat); exit {code}: the supervisor should restart the worker"
             )
     for child in children:
         if child.returncode is None:
