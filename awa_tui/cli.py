@@ -8,7 +8,7 @@ Usage::
     awa-tui serve [--dsn ...] [--schema awa] [--host 127.0.0.1] [--port 8080] [--read-only]
                   [--no-auth]            (the HTTP API; see docs/http-api.md)
     awa-tui worker myapp.jobs:tasks [--dsn ...] [--schema awa] [--queues a,b | a=8,b=2]
-            [--concurrency 64] [--grace 30] [--max-connections 10]
+            [--concurrency 64] [--grace 30] [--max-connections 10] [--processes 1]
     awa-tui --demo
 
 The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq
@@ -25,6 +25,7 @@ Exit codes:
     4  the schema is not migrated (run ``awa-tui migrate``)
     5  permission denied (the role lacks a privilege, e.g. CREATE for ``migrate``)
     6  timed out (a statement or lock wait ran past its timeout; nothing was applied, re-run)
+    7  ``worker --processes``: a worker process died without being asked (killed by a signal)
     70 an unexpected internal error stopped the console (a bug; one line on stderr, no locals)
     130 interrupted (SIGINT / Ctrl-C outside the console, while --demo starts, or ``serve``)
     129, 143  --demo ended by SIGHUP (a closed terminal) or SIGTERM; the demo still cleans up
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
             "5 permission denied, 6 timed out, 70 internal error, 130 interrupted; a worker "
-            "also exits 1 when its runtime fails."
+            "also exits 1 when its runtime fails, 7 when one of its --processes dies."
         ),
     )
     parser.add_argument(

@@ -34,6 +34,7 @@ EXIT_CONNECT = 3
 EXIT_SCHEMA = 4
 EXIT_PERMISSION = 5
 EXIT_TIMEOUT = 6
+EXIT_WORKER_DIED = 7  # awa-tui worker --processes: a worker process died without being asked
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an unexpected error reached the top level (a bug)
 EXIT_INTERRUPTED = 130  # SIGINT, as shells report it
 

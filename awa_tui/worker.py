@@ -5,7 +5,8 @@ The module is imported and ``tasks`` (any attribute name after the colon) must b
 handlers finish for up to ``--grace`` seconds, abandons the rest (maintenance rescues their
 jobs, which run again), flushes completions and exits 0. It prints one line when it starts and
 one when it stops; storage's own warnings go to stderr too. No output, args or password is
-ever printed.
+ever printed. ``--processes P`` runs P such workers under one parent (``worker_pool``); a
+worker started by that parent also stops, as on SIGTERM, once the parent is gone.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from storage import (
 )
 
 GRACE_DEFAULT = 30.0
+PARENT_PID_ENV = "AWA_WORKER_PARENT_PID"  # set by ``--processes`` for the workers it starts
 
 
 class UsageError(Exception):
@@ -52,6 +54,7 @@ class WorkerSettings:
     grace: float
     max_connections: int
     rescue_after: float
+    processes: int
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="awa-tui worker",
         description="Run the tasks a module declares until SIGTERM or SIGINT.",
         epilog="Exit codes: 0 stopped by a signal, 1 runtime failed, 2 usage/configuration, "
-        "3 cannot connect, 4 schema not migrated, 5 permission denied, 6 timed out.",
+        "3 cannot connect, 4 schema not migrated, 5 permission denied, 6 timed out, "
+        "7 (--processes) a worker process died without being asked to stop.",
     )
     parser.add_argument("target", metavar="MODULE:TASKS", help="e.g. myapp.jobs:tasks")
     parser.add_argument(
@@ -94,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         metavar="SECONDS",
         help="rescue another worker's attempt whose heartbeat is this old (default: 60)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes, each with the options above, for more cores (default: 1)",
     )
     return parser
 
@@ -154,6 +164,8 @@ def settings_from(argv: Sequence[str]) -> WorkerSettings:
         raise UsageError("--max-connections must be at least 3 (listener, claims, finalizing).")
     if args.rescue_after < 1:
         raise UsageError("--rescue-after must be at least 1 second.")
+    if args.processes < 1:
+        raise UsageError("--processes must be at least 1.")
     check_schema_name(args.schema)
     queues = parse_queues(args.queues)
     return WorkerSettings(
@@ -166,6 +178,7 @@ def settings_from(argv: Sequence[str]) -> WorkerSettings:
         grace=args.grace,
         max_connections=args.max_connections,
         rescue_after=args.rescue_after,
+        processes=args.processes,
     )
 
 
@@ -180,6 +193,10 @@ def run_worker(argv: Sequence[str]) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="awa-tui worker: %(levelname)s %(name)s: %(message)s"
     )
+    if settings.processes > 1:
+        from awa_tui.worker_pool import supervise
+
+        return asyncio.run(supervise(argv, settings))
     return asyncio.run(serve(settings))
 
 
@@ -194,6 +211,7 @@ async def serve(settings: WorkerSettings) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    parent = os.environ.pop(PARENT_PID_ENV, None)  # not inherited by what handlers start
     try:
         client = await Client.connect(
             settings.dsn,
@@ -218,7 +236,7 @@ async def serve(settings: WorkerSettings) -> int:
             maintenance=MaintenanceSettings(heartbeat_stale_seconds=settings.rescue_after),
         )
         runtime_queues = _queues_text(settings.queues or settings.tasks.queues())
-        _say(
+        say(
             f"started {settings.target} (pid {os.getpid()}) on {redact_dsn(settings.dsn)}, "
             f"schema {settings.schema}, queues {runtime_queues}, "
             f"concurrency {settings.concurrency}, {settings.max_connections} connections"
@@ -234,6 +252,9 @@ async def serve(settings: WorkerSettings) -> int:
                     EXIT_RUNTIME_FAILED,
                     settings.dsn,
                 )
+            if parent is not None and str(os.getppid()) != parent:  # its parent was killed
+                received.append(f"the exit of its parent process (pid {parent})")
+                break
             try:
                 await asyncio.wait_for(stop.wait(), 1.0)
             except TimeoutError:
@@ -243,7 +264,7 @@ async def serve(settings: WorkerSettings) -> int:
     except (AwaError, OSError) as exc:
         await client.pool.close()
         return fail(describe(exc).text, exit_code(exc), settings.dsn)
-    _say(f"stopped on {received[0]} after starting {started} jobs; completions flushed")
+    say(f"stopped on {received[0]} after starting {started} jobs; completions flushed")
     return EXIT_OK
 
 
@@ -253,5 +274,5 @@ def _queues_text(queues: Sequence[str] | Mapping[str, int]) -> str:
     return ",".join(queues)
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     print(f"awa-tui worker: {line}", file=sys.stderr, flush=True)

@@ -3,13 +3,18 @@
 Each run inserts N jobs into a fresh schema and runs them with the real runtime until idle:
 no output (baseline), 100 B (ADR-048's gate, next to its baseline in flipping order, ratios
 paired), 4 KiB numeric array and many-key object, general path via tags and via a unique key
-(1/20 the jobs each). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the
-GC's share) and server CPU per job.
+(1/20 the jobs each), no output by ``awa-tui worker --processes 1`` / ``2`` (their CPU counts
+as the client's). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the GC's
+share) and server CPU per job.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import os
+import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -19,10 +24,16 @@ import orjson
 
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
+from storage import Job, Tasks
 
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
 GATE_MIN_RATIO = 0.95  # ADR-048's "within a few percent" of the baseline's jobs/s
+TARGET, tasks = "benchmarks.lifecycle:tasks", Tasks()  # what the worker processes run
+
+
+@tasks.task(engine.Noop)
+async def noop(job: Job[engine.Noop]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +43,7 @@ class Case:
     shape: engine.Shape | None
     general: bool = False
     unique: bool = False  # a unique key per job (general path, plus its unique_keys row)
+    processes: int = 0  # run by `awa-tui worker --processes N` (N x workers), not in-process
 
     def jobs(self, plan_jobs: int) -> int:
         return max(200, plan_jobs // 20) if self.general else plan_jobs
@@ -44,6 +56,8 @@ CASES = (
     Case("obj4k", "4 KiB many-key object, every job", engine.MANY_KEYS),
     Case("general", "general path (tags), no output", None, general=True),
     Case("unique", "unique key per job, no output", None, general=True, unique=True),
+    Case("procs1", "no output, 1 worker process", None, processes=1),
+    Case("procs2", "no output, 2 worker processes", None, processes=2),
 )
 BASELINE, GATED = CASES[0], CASES[1]
 
@@ -89,6 +103,8 @@ async def run_once(
         await h.checkpoint(conn)
         server = await h.ServerCpu.find(conn)
         server_started = server.seconds() if server else 0.0
+        if case.processes:
+            await client.pause_queue("default")
         start_lsn = await h.wal_lsn(conn)
         cpu_started = time.process_time()
         started = time.perf_counter()
@@ -97,9 +113,13 @@ async def run_once(
                 client, [engine.Noop(i) for i in range(jobs)], **_insert_options(case)
             )
             inserted = time.perf_counter()
-            await client.run_until_idle(concurrency=workers, maintenance_interval=None, **tuned)
-            finished = time.perf_counter()
-        cpu = time.process_time() - cpu_started
+            if case.processes:
+                argv = ["--processes", str(case.processes), "--concurrency", str(workers)]
+                run_s, tree_cpu = await _in_processes(client, conn, dsn, argv, schema, jobs)
+            else:
+                await client.run_until_idle(concurrency=workers, maintenance_interval=None, **tuned)
+                run_s, tree_cpu = time.perf_counter() - inserted, 0.0
+        cpu = time.process_time() - cpu_started + tree_cpu
         server_cpu = server.seconds() - server_started if server else None
         wal = await h.wal_bytes_since(conn, start_lsn)
         totals = await engine.completion_totals(conn, schema)
@@ -115,9 +135,40 @@ async def run_once(
         expected = None if outputs is None else outputs[int(i) % len(outputs)]
         if row is None or orjson.dumps(row.output) != orjson.dumps(expected):
             raise AssertionError(f"job {job_id}: stored output differs from the recorded one")
-        insert_s, run_s = inserted - started, finished - inserted
-        timing = (insert_s, run_s, wal, cpu, gc_clock.seconds, server_cpu)
+        timing = (inserted - started, run_s, wal, cpu, gc_clock.seconds, server_cpu)
         return Run(case.key, workers, round_no, jobs, *timing)
+
+
+async def _in_processes(
+    client: Any, conn: h.Connection, dsn: str, argv: list[str], schema: str, jobs: int
+) -> tuple[float, float]:
+    """The run phase by the worker command (started while the queue is paused), timed from its
+    start lines to the last completion: its seconds, its processes' CPU seconds (/proc)."""
+    worker = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "awa_tui", "worker", TARGET, "--schema", schema, *argv),
+        env={**os.environ, "AWA_DSN": dsn},
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert worker.stderr is not None
+    done = f"SELECT sum(completed_count) FROM {h.ident(schema)}.receipt_completion_batches"
+    try:
+        for _ in range(int(argv[1])):
+            while f"started {TARGET}".encode() not in (line := await worker.stderr.readline()):
+                assert line, "the worker command exited before it started"
+        tree = h.ServerCpu(worker.pid)  # the parent's tree, as for a postmaster
+        tree_started, started = tree.seconds(), time.perf_counter()
+        await client.resume_queue("default")
+        while (await conn.fetchval(done) or 0) < jobs:
+            assert worker.returncode is None, "the worker command exited"
+            await asyncio.sleep(0.01)
+        run_s, cpu = time.perf_counter() - started, tree.seconds() - tree_started
+    finally:
+        if worker.returncode is None:
+            worker.send_signal(signal.SIGTERM)
+        stderr = (await worker.communicate())[1].decode()
+    if worker.returncode != 0:
+        raise RuntimeError(f"the worker command exited {worker.returncode}: {stderr}")
+    return run_s, cpu
 
 
 def round_order(cases: Sequence[Case], workers: Sequence[int], round_no: int) -> list[Any]:
@@ -180,7 +231,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     parser.add_argument("--concurrency", type=int, action="append", help="workers (repeatable)")
     parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")
     parser.add_argument(
-        "--cases", default=",".join(c.key for c in CASES), help="comma-separated case keys"
+        "--cases", default=",".join(c.key for c in CASES[:6]), help="comma-separated case keys"
     )
     return parser.parse_args(argv)
 

@@ -42,6 +42,7 @@ def test_the_target_must_name_a_tasks_registry_with_tasks() -> None:
         (["no_such_module_here:tasks"], "Cannot import module"),
         ([TARGET, "--concurrency", "0"], "--concurrency must be at least 1"),
         ([TARGET, "--grace", "-1"], "--grace must be 0"),
+        ([TARGET, "--processes", "0"], "--processes must be at least 1"),
         ([TARGET, "--queues", "a=1,b"], "give every queue a cap"),
         ([TARGET, "--schema", "Bad-Name"], "Schema name 'Bad-Name' is not allowed"),
     ],
@@ -52,8 +53,11 @@ def test_usage_errors_exit_2_with_one_line(args: list[str], says: str) -> None:
     assert says in assert_one_clean_line(result)
 
 
-def test_an_unreachable_server_exits_3_without_the_password() -> None:
-    result = run_cli("worker", TARGET, "--dsn", "postgresql://ops:s3cret@127.0.0.1:1/jobs")
+@pytest.mark.parametrize("processes", ["1", "3"])
+def test_an_unreachable_server_exits_3_without_the_password(processes: str) -> None:
+    """With several processes the parent checks the server first: one line, not one each."""
+    dsn = "postgresql://ops:s3cret@127.0.0.1:1/jobs"
+    result = run_cli("worker", TARGET, "--dsn", dsn, "--processes", processes)
     assert result.returncode == EXIT_CONNECT
     line = assert_one_clean_line(result)
     assert "s3cret" not in result.stderr + result.stdout
