@@ -13,7 +13,17 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from storage import Client, InvalidFilter, Job, JobRow, JobState, SortOrder, WaitForCallback
+from storage import (
+    Client,
+    InvalidFilter,
+    Job,
+    JobRow,
+    JobState,
+    SortColumn,
+    SortOrder,
+    WaitForCallback,
+    listing,
+)
 from storage.claim import claim_batch
 from storage.listing_filter import row_time
 from storage.testing import work_one
@@ -203,3 +213,15 @@ async def test_bad_sort_or_time_values_are_refused_clearly(
         with pytest.raises(InvalidFilter, match=message.replace("(", r"\(")):
             await read(**call)  # type: ignore[arg-type]
     assert [r.id for r in await client.list_jobs()] == [job.id]
+
+
+async def test_every_list_statement_prepares_in_every_order(conn: asyncpg.Connection) -> None:
+    orders = [SortOrder(column, down) for column in SortColumn for down in (True, False)]
+    extra = {listing.DONE: {"has_output": "false"}, listing.COMPACT: {"mask": "NULL::boolean[]"}}
+    for statement in listing.STATEMENTS:
+        for order in orders:
+            if order.column is SortColumn.ATTEMPTS and statement.attempts is None:
+                continue  # refused before any SQL (SortOrder.refusal)
+            assert await conn.prepare(statement.sql(order, **extra.get(statement, {})))
+    for sql in listing.COMPACT_BATCHES.values():
+        assert await conn.prepare(sql)
