@@ -516,8 +516,9 @@ async def amain(args: Any) -> int:
             )
             size = await h.relations_size(conn, schema, await h.schema_tables(conn, schema))
             times = await conn.fetchrow(
-                f"SELECT min(finalized_at), min(finalized_at) + (max(finalized_at)"
-                f" - min(finalized_at)) / 2 FROM {h.ident(schema)}.done_entries"
+                "SELECT min(t), min(t) + (max(t) - min(t)) / 2 FROM (SELECT finalized_at AS t"
+                f" FROM {h.ident(schema)}.done_entries UNION ALL SELECT finalized_at"
+                f" FROM {h.ident(schema)}.receipt_completion_batches) x"
             )
             assert times is not None
             ids = [int(r[0]) for r in compact_ids]

@@ -107,29 +107,31 @@ SELECT r.job_id, r.kind, r.queue, r.args, r.priority, r.original_run_lease AS ru
  ORDER BY %(order)s LIMIT $5
 """
 
-# The next few compact batches that may hold rows of the page: by id, those below the cursor
-# id ($1) in (max_job_id, batch_id) order; by time, those at or past the cursor time ($1) in
-# (finalized_at, batch_id) order. A batch's rows share its finalized_at, so the time range
-# ($5, $6) drops whole batches here.
+# The next few compact batches that may hold rows of the page, with the (at, tie) pair the walk
+# continues after: by id, those below the cursor id ($1) in (max_job_id, batch_id) order; by
+# time, those at or past the cursor time ($1) in (finalized_at, max_job_id) order, newest
+# first (min_job_id oldest first), so that among batches of one finish time (one flush) the
+# walk also stops as soon as no further batch can hold a row of the page. A batch's rows share
+# its finalized_at, so the time range ($5, $6) drops whole batches here.
 _BATCH_WINDOW = """($5::timestamptz IS NULL OR finalized_at >= $5)
    AND ($6::timestamptz IS NULL OR finalized_at < $6)"""
 COMPACT_BATCHES = {
     (SortColumn.ID, True): f"""
-SELECT batch_id, max_job_id AS at FROM receipt_completion_batches
+SELECT batch_id, max_job_id AS at, batch_id AS tie FROM receipt_completion_batches
  WHERE min_job_id < $1 AND (max_job_id, batch_id) < ($2, $3) AND {_BATCH_WINDOW}
  ORDER BY max_job_id DESC, batch_id DESC LIMIT $4
 """,
     (SortColumn.WHEN, True): f"""
-SELECT batch_id, finalized_at AS at FROM receipt_completion_batches
- WHERE finalized_at <= $1 AND finalized_at <= $2 AND (finalized_at, batch_id) < ($2, $3)
+SELECT batch_id, finalized_at AS at, max_job_id AS tie FROM receipt_completion_batches
+ WHERE finalized_at <= $1 AND finalized_at <= $2 AND (finalized_at, max_job_id) < ($2, $3)
    AND {_BATCH_WINDOW}
- ORDER BY finalized_at DESC, batch_id DESC LIMIT $4
+ ORDER BY finalized_at DESC, max_job_id DESC LIMIT $4
 """,
     (SortColumn.WHEN, False): f"""
-SELECT batch_id, finalized_at AS at FROM receipt_completion_batches
- WHERE finalized_at >= $1 AND finalized_at >= $2 AND (finalized_at, batch_id) > ($2, $3)
+SELECT batch_id, finalized_at AS at, min_job_id AS tie FROM receipt_completion_batches
+ WHERE finalized_at >= $1 AND finalized_at >= $2 AND (finalized_at, min_job_id) > ($2, $3)
    AND {_BATCH_WINDOW}
- ORDER BY finalized_at ASC, batch_id ASC LIMIT $4
+ ORDER BY finalized_at ASC, min_job_id ASC LIMIT $4
 """,
 }
 
@@ -155,7 +157,14 @@ _MASK = {
     False: "NULL::boolean[]",
 }
 
+# A time range picks the index: a narrow one is read through the time index, a wide one by
+# walking ids. Only a plan made with the values can tell; a cached generic plan cannot use
+# ``($6 IS NULL OR t >= $6)`` for an index and walked every batch for a range that matched
+# nothing (browser_pages: 21 ms at 10k, 48 ms at 200k). Local to the read's transaction.
+PLAN_WITH_VALUES = "SET LOCAL plan_cache_mode = force_custom_plan"
+
 COMPACT_CHUNK = 4
+MAX_COMPACT_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -242,6 +251,8 @@ async def list_jobs(
     refusal = order.refusal(where.state, where.dlq)
     if refusal is not None:
         raise InvalidFilter(refusal)
+    if where.since is not None or where.before is not None:
+        await conn.execute(PLAN_WITH_VALUES)
     value, cursor_id = order.cursor(after, before_id)
     page = _Page(where.params(cursor_id, limit), [] if order.column is SortColumn.ID else [value])
     if where.dlq:
@@ -309,15 +320,16 @@ def _open_row(r: asyncpg.Record, state: JobState) -> JobRow:
 
 async def _compact_page(conn: Conn, page: _Page, order: SortOrder, outputs: bool) -> list[JobRow]:
     """Walk compact batches in ``order`` until no further batch can hold a row of the page:
-    by id, a batch holds no id above its max_job_id; by time, its rows share its
-    finalized_at."""
+    by id, a batch holds no id above its max_job_id; by time, its rows share its finalized_at
+    and lie between its min_job_id and max_job_id (``COMPACT_BATCHES``)."""
     cursor_id, limit, since, before = page.common[0], page.common[4], *page.common[5:7]
     start = page.cursor[0] if page.cursor else cursor_id
     batches_sql = COMPACT_BATCHES[order.column, order.descending]
     walk = order.cursor(None, None)
     found: list[JobRow] = []
+    chunk = COMPACT_CHUNK
     while True:
-        batches = await conn.fetch(batches_sql, start, *walk, COMPACT_CHUNK, since, before)
+        batches = await conn.fetch(batches_sql, start, *walk, chunk, since, before)
         if not batches:
             break
         ids = [b["batch_id"] for b in batches]
@@ -326,11 +338,14 @@ async def _compact_page(conn: Conn, page: _Page, order: SortOrder, outputs: bool
         found.sort(key=order.key, reverse=order.descending)
         del found[limit:]
         last = batches[-1]
-        walk = (last["at"], last["batch_id"])
-        if len(found) >= limit:
-            edge = order.key(found[-1])[0]
-            if (last["at"] < edge) if order.descending else (last["at"] > edge):
+        walk = (last["at"], last["tie"])
+        if len(found) >= limit:  # no batch after ``walk`` can hold a row before the last found
+            edge = order.key(found[-1])
+            if (walk < edge) if order.descending else (walk > edge):
                 break
+        # Each chunk doubles, so round trips grow with the log of the batches read: a filtered
+        # walk may pass many batches without a match.
+        chunk = min(chunk * 2, MAX_COMPACT_CHUNK)
     return found
 
 

@@ -122,6 +122,10 @@ async def _history(client: Client, conn: asyncpg.Connection) -> None:
     for queue in ("done", "fail", "dead", "wait", "retry"):
         while await work_one(client, [queue]) is not None:
             pass
+    client.task(kind="t_bulk", queue="bulk")(done)  # compact batches of several jobs
+    await client.insert_many([{"n": n} for n in range(40)], kind="t_bulk")
+    await client.run_until_idle(["bulk"], claim_size=8, maintenance_interval=None)
+    assert await conn.fetchval("SELECT max(completed_count) FROM receipt_completion_batches") > 1
     for n in range(3):
         cancelled = await client.insert({"n": n}, kind="t_done")
         await client.cancel_job(cancelled.id)
