@@ -108,11 +108,12 @@ SELECT r.job_id, r.kind, r.queue, r.args, r.priority, r.original_run_lease AS ru
 """
 
 # The next few compact batches that may hold rows of the page, with the (at, tie) pair the walk
-# continues after: by id, those below the cursor id ($1) in (max_job_id, batch_id) order; by
-# time, those at or past the cursor time ($1) in (finalized_at, max_job_id) order, newest
-# first (min_job_id oldest first), so that among batches of one finish time (one flush) the
-# walk also stops as soon as no further batch can hold a row of the page. A batch's rows share
-# its finalized_at, so the time range ($5, $6) drops whole batches here.
+# continues after: by id, those with ids below the cursor id ($1) in (max_job_id, batch_id)
+# order; by time, those that can hold a row past the cursor (time $1, id $7) in
+# (finalized_at, max_job_id) order, newest first (min_job_id oldest first), so that among
+# batches of one finish time (one flush) the walk also stops as soon as no further batch can
+# hold a row of the page. A batch's rows share its finalized_at, so the time range ($5, $6)
+# drops whole batches here.
 _BATCH_WINDOW = """($5::timestamptz IS NULL OR finalized_at >= $5)
    AND ($6::timestamptz IS NULL OR finalized_at < $6)"""
 COMPACT_BATCHES = {
@@ -123,14 +124,14 @@ SELECT batch_id, max_job_id AS at, batch_id AS tie FROM receipt_completion_batch
 """,
     (SortColumn.WHEN, True): f"""
 SELECT batch_id, finalized_at AS at, max_job_id AS tie FROM receipt_completion_batches
- WHERE finalized_at <= $1 AND finalized_at <= $2 AND (finalized_at, max_job_id) < ($2, $3)
-   AND {_BATCH_WINDOW}
+ WHERE finalized_at <= $1 AND (finalized_at, min_job_id) < ($1, $7)
+   AND finalized_at <= $2 AND (finalized_at, max_job_id) < ($2, $3) AND {_BATCH_WINDOW}
  ORDER BY finalized_at DESC, max_job_id DESC LIMIT $4
 """,
     (SortColumn.WHEN, False): f"""
 SELECT batch_id, finalized_at AS at, min_job_id AS tie FROM receipt_completion_batches
- WHERE finalized_at >= $1 AND finalized_at >= $2 AND (finalized_at, min_job_id) > ($2, $3)
-   AND {_BATCH_WINDOW}
+ WHERE finalized_at >= $1 AND (finalized_at, max_job_id) > ($1, $7)
+   AND finalized_at >= $2 AND (finalized_at, min_job_id) > ($2, $3) AND {_BATCH_WINDOW}
  ORDER BY finalized_at ASC, min_job_id ASC LIMIT $4
 """,
 }
@@ -323,13 +324,14 @@ async def _compact_page(conn: Conn, page: _Page, order: SortOrder, outputs: bool
     by id, a batch holds no id above its max_job_id; by time, its rows share its finalized_at
     and lie between its min_job_id and max_job_id (``COMPACT_BATCHES``)."""
     cursor_id, limit, since, before = page.common[0], page.common[4], *page.common[5:7]
+    by_time = [cursor_id] if page.cursor else []  # $7 of the walks by time
     start = page.cursor[0] if page.cursor else cursor_id
     batches_sql = COMPACT_BATCHES[order.column, order.descending]
     walk = order.cursor(None, None)
     found: list[JobRow] = []
     chunk = COMPACT_CHUNK
     while True:
-        batches = await conn.fetch(batches_sql, start, *walk, chunk, since, before)
+        batches = await conn.fetch(batches_sql, start, *walk, chunk, since, before, *by_time)
         if not batches:
             break
         ids = [b["batch_id"] for b in batches]

@@ -228,4 +228,4 @@ async def test_every_list_statement_prepares_in_every_order(conn: asyncpg.Connec
                 continue  # refused before any SQL (SortOrder.refusal)
             assert await conn.prepare(statement.sql(order, **extra.get(statement, {})))
     for sql in listing.COMPACT_BATCHES.values():
-        assert await conn.prepare(sql)
+        assert await conn.prepare(sql)  # (the walks by time take the cursor id as $7)
