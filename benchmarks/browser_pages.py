@@ -437,7 +437,7 @@ def reads_table(
         tuple(rows),
         caption=(
             "Client calls end to end (pool acquire, queries, row decoding). 'next pages' "
-            "pools pages 2-6 of each keyset walk (before_id = last id of the previous page). "
+            "pools pages 2-6 of each keyset walk (after = the last row of the previous page). "
             "Ratio: per-round median on the large database over the small one's."
         ),
     )
@@ -472,10 +472,10 @@ NOTES = """
 ## Method
 
 Both databases live on the same server and are read alternately (the order flips every
-round); round 0 is a warm-up and is dropped. Each walk checks its pages: 50 rows, ids
-strictly descending across pages, the requested state, no outputs on list rows; `counts()`
-must report the expected number of completed jobs, and `get_job` must find the job
-completed.
+round); round 0 is a warm-up and is dropped. Each walk checks its pages: 50 rows, keys (id,
+or finish time then id) strictly descending across pages, the requested state, no outputs on
+list rows; `counts()` must report the expected number of completed jobs, a time range only
+rows in it (none before the first finish), and `get_job` must find the job completed.
 """
 
 
