@@ -1,12 +1,15 @@
-"""What the job browser shows: a state tab and the filter (``kind:``, ``queue:``, ``id:``, text)."""
+"""What the job browser shows: a state tab and the filter (``kind:``, ``queue:``, ``id:``,
+``since:``, ``before:``, ``sort:`` and text)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from storage import JobRow, JobState
+from storage import InvalidFilter, JobRow, JobState, SortColumn, SortOrder
 
 TABS: tuple[str, ...] = (
     "all",
@@ -57,8 +60,56 @@ TAB_NAMES = tuple(TAB_LABELS[tab].lower() for tab in TABS)
 """What ``--state`` accepts (besides the tab ids): ``all, available, ..., waiting, ..., dlq``."""
 
 
+NEWEST = SortOrder()
+"""The default order: newest id first."""
+
+
 class FilterSyntaxError(ValueError):
     """The filter text could not be read."""
+
+
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+DURATION = re.compile(r"(\d+)([smhdw])")
+TIME_HINT = "a duration (30s, 15m, 1h, 2d, 1w) or an ISO date or time (2026-11-30T10:00)"
+
+
+def moment(key: str, value: str, now: datetime) -> datetime:
+    """``since:``/``before:`` values: a duration means that long before ``now``; an ISO date or
+    date-time without a zone is UTC, the zone the console shows."""
+    duration = DURATION.fullmatch(value)
+    if duration:
+        amount, unit = duration.groups()
+        try:
+            return now - timedelta(**{UNITS[unit]: int(amount)})
+        except OverflowError:
+            raise FilterSyntaxError(f"Filter: {key}:{value} reaches back too far.") from None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise FilterSyntaxError(f"Filter: {key}:{value} is not {TIME_HINT}.") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def sort_order(text: str) -> SortOrder:
+    """``sort:`` values: ``id``, ``when``, ``attempts``, ``-`` first for descending."""
+    try:
+        return SortOrder.parse(text)
+    except InvalidFilter as exc:
+        raise FilterSyntaxError(f"Filter: {exc}") from None
+
+
+WHEN_LABELS = {
+    "all": "time",
+    "available": "run-at time",
+    "scheduled": "run-at time",
+    "retryable": "retry time",
+    "running": "claim time",
+    "waiting_external": "claim time",
+    "completed": "finish time",
+    "failed": "finish time",
+    "cancelled": "finish time",
+    "dlq": "dead-letter time",
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +121,10 @@ class JobQuery:
     queue: str | None = None
     job_id: int | None = None
     search: str | None = None
+    since: str | None = None
+    """As typed (``1h``, ``2026-11-30``): a duration is read against the clock at each load."""
+    before: str | None = None
+    sort: SortOrder = NEWEST
 
     @property
     def state(self) -> JobState | None:
@@ -79,15 +134,43 @@ class JobQuery:
     def dlq(self) -> bool:
         return self.tab == "dlq"
 
-    def list_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``Client.list_jobs`` / ``count_matching`` / ``bulk_action``."""
+    def list_kwargs(self, now: datetime) -> dict[str, Any]:
+        """Keyword arguments for ``Client.list_jobs`` / ``count_matching`` / ``bulk_action``
+        (the sort is passed to ``list_jobs``/``browse`` apart: a bulk action has none)."""
         return {
             "state": self.state,
             "dlq": self.dlq,
             "kind": self.kind,
             "queue": self.queue,
             "search": self.search,
+            "since": moment("since", self.since, now) if self.since else None,
+            "before": moment("before", self.before, now) if self.before else None,
         }
+
+    @property
+    def has_filter(self) -> bool:
+        """Whether anything narrows the rows (a sort does not)."""
+        return bool(self.narrowing or self.since or self.before)
+
+    @property
+    def narrowing(self) -> bool:
+        """Whether kind, queue, id or text narrow the rows (what the tab counts ignore)."""
+        return bool(self.kind or self.queue or self.search or self.job_id is not None)
+
+    def sort_refusal(self) -> str | None:
+        """Why this tab's rows cannot be read in ``sort`` (None: they can)."""
+        return self.sort.refusal(self.state, self.dlq)
+
+    def describe_sort(self) -> str:
+        """``newest first``, ``by finish time, latest first``, ``fewest attempts first``."""
+        order, down = self.sort, self.sort.descending
+        match order.column:
+            case SortColumn.ID:
+                return "newest first" if down else "oldest first"
+            case SortColumn.WHEN:
+                return f"by {WHEN_LABELS[self.tab]}, {'latest' if down else 'earliest'} first"
+            case SortColumn.ATTEMPTS:
+                return "most attempts first" if down else "fewest attempts first"
 
     def matches(self, row: JobRow) -> bool:
         """Whether ``row`` fits ``kind:``/``queue:`` (and the tab, unless ``id:`` names it)."""
@@ -104,11 +187,30 @@ class JobQuery:
     def with_tab(self, tab: str) -> JobQuery:
         return replace(self, tab=tab)
 
-    def with_filter(self, text: str) -> JobQuery:
+    def with_filter(self, text: str, now: datetime) -> JobQuery:
+        """This view with the filter ``text``; refuses (``FilterSyntaxError``) a value that
+        cannot be read, an empty time range or an order this tab's rows cannot be read in."""
         parsed = parse_filter(text)
-        return replace(
-            self, kind=parsed.kind, queue=parsed.queue, job_id=parsed.job_id, search=parsed.search
+        query = replace(
+            self,
+            kind=parsed.kind,
+            queue=parsed.queue,
+            job_id=parsed.job_id,
+            search=parsed.search,
+            since=parsed.since,
+            before=parsed.before,
+            sort=parsed.sort,
         )
+        bounds = query.list_kwargs(now)
+        if bounds["since"] and bounds["before"] and bounds["since"] >= bounds["before"]:
+            raise FilterSyntaxError("Filter: since: must be earlier than before:.")
+        refusal = query.sort_refusal()
+        if refusal is not None:
+            raise FilterSyntaxError(f"Filter: {refusal}")
+        return query
+
+    def with_sort(self, sort: SortOrder) -> JobQuery:
+        return replace(self, sort=sort)
 
     @property
     def filter_text(self) -> str:
@@ -130,6 +232,10 @@ class JobQuery:
             parts.append(f"in queue {self.queue}")
         if self.search:
             parts.append(f'matching "{self.search}"')
+        if self.since:
+            parts.append(f"since {self.since}")
+        if self.before:
+            parts.append(f"before {self.before}")
         if self.job_id is not None:
             parts.append(f"with id {self.job_id}")
         return " ".join(parts)
@@ -147,24 +253,31 @@ def _tokens(text: str) -> list[str]:
 
 
 def parse_filter(text: str) -> JobQuery:
-    """``kind:send_email queue:mail id:42 some words`` -> a query (tab left at ``all``).
+    """``kind:send_email queue:mail id:42 since:1h sort:-when some words`` -> a query (tab
+    left at ``all``). Time values are checked here and read against the clock at each load.
 
     Quotes group words (``"gateway timeout"``); a quote without its pair is a character to
     find, and a backslash is always itself, so any text a person types can be searched for.
     """
     tokens = _tokens(text)
-    kind = queue = None
+    kind = queue = since = before = None
     job_id: int | None = None
+    sort = NEWEST
     words: list[str] = []
     for token in tokens:
         key, sep, value = token.partition(":")
-        if sep and key in ("kind", "queue", "id"):
+        if sep and key in ("kind", "queue", "id", "since", "before", "sort"):
             if not value:
                 raise FilterSyntaxError(f"Filter: {key}: needs a value.")
             if key == "kind":
                 kind = value
             elif key == "queue":
                 queue = value
+            elif key in ("since", "before"):
+                moment(key, value, datetime.now(UTC))  # refuses what it cannot read
+                since, before = (value, before) if key == "since" else (since, value)
+            elif key == "sort":
+                sort = sort_order(value)
             else:
                 try:
                     job_id = int(value.lstrip("#"))
@@ -173,7 +286,9 @@ def parse_filter(text: str) -> JobQuery:
         else:
             words.append(token)
     search = " ".join(words) or None
-    return JobQuery(kind=kind, queue=queue, job_id=job_id, search=search)
+    return JobQuery(
+        kind=kind, queue=queue, job_id=job_id, search=search, since=since, before=before, sort=sort
+    )
 
 
 def format_filter(query: JobQuery) -> str:
@@ -184,6 +299,12 @@ def format_filter(query: JobQuery) -> str:
         parts.append(f"queue:{query.queue}")
     if query.job_id is not None:
         parts.append(f"id:{query.job_id}")
+    if query.since:
+        parts.append(f"since:{query.since}")
+    if query.before:
+        parts.append(f"before:{query.before}")
+    if query.sort != NEWEST:
+        parts.append(f"sort:{query.sort.text}")
     if query.search:
         parts.append(query.search)
     return " ".join(parts)

@@ -3,7 +3,9 @@
 The job browser shows a state tab with counts and keyset pages of 50 jobs, newest first;
 its reads must cost about the same on a large history as on a small one. Timed on 10,000 and
 1,000,000 terminal jobs (200,000 with ``--quick``): ``list_jobs`` by COMPLETED, FAILED and
-every state (first page, then 5 pages by ``before_id``), ``counts()``, ``browse()``,
+every state, and COMPLETED by finish time (first page, then 5 keyset pages), ``counts()``,
+``browse()``, ``browse`` under a time range (``since`` the middle finish time; ``before`` the
+first one, which nothing matches: the time indexes must answer, not a walk of every job),
 ``list_queues()`` and ``failure_groups()`` (the on-call screens Q and G; the whole history is
 less than an hour old, so both read up to their caps), and, as extras, ``get_job`` of a random
 compact job and the public SQL view ``terminal_jobs`` filtered by ``job_id``.
@@ -32,11 +34,12 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
-from storage import Client, Job, JobState
+from storage import Client, Job, JobRow, JobState, SortOrder
 from storage.counting import COUNT_CAP
 from storage.failure_groups import SCAN_CAP
 
@@ -236,6 +239,7 @@ class Db:
     client: Client
     compact_ids: list[int]
     bytes: int
+    times: tuple[datetime, datetime]  # the first finish time, and the middle of them all
 
 
 @dataclass(slots=True)
@@ -265,6 +269,10 @@ READS: tuple[tuple[str, str], ...] = (
     ("all_next", "list_jobs(all states): next pages 2-6"),
     ("failed_first", "list_jobs(FAILED): first page"),
     ("failed_next", "list_jobs(FAILED): next pages 2-6"),
+    ("by_time_first", "list_jobs(COMPLETED, sort=-when): first page"),
+    ("by_time_next", "list_jobs(COMPLETED, sort=-when): next pages 2-6"),
+    ("since_half", "browse(COMPLETED, since=middle finish time): page + counts"),
+    ("before_all", "browse(all states, before=first finish time): nothing matches"),
     ("counts", "counts()"),
     ("browse", "browse(all states): page + counts, one snapshot"),
     ("get_job", "(extra) get_job, random compact job"),
@@ -273,27 +281,34 @@ READS: tuple[tuple[str, str], ...] = (
 )
 
 
-WALKS = ((JobState.COMPLETED, "completed"), (None, "all"), (JobState.FAILED, "failed"))
+WALKS = (
+    (JobState.COMPLETED, "completed", "-id"),
+    (None, "all", "-id"),
+    (JobState.FAILED, "failed", "-id"),
+    (JobState.COMPLETED, "by_time", "-when"),
+)
 
 
-async def page_walk(db: Db, state: JobState | None, samples: list[Samples], round_no: int) -> None:
-    """First page, then ``NEXT_PAGES`` keyset pages; checks order and size."""
-    before: int | None = None
-    last_id: int | None = None
+async def page_walk(
+    db: Db, state: JobState | None, sort: str, samples: list[Samples], round_no: int
+) -> None:
+    """First page, then ``NEXT_PAGES`` keyset pages (after the last row); checks order, size."""
+    after: JobRow | None = None
+    order = SortOrder.parse(sort)
     for page in range(NEXT_PAGES + 1):
-        ms, rows = await h.timed(db.client.list_jobs(state=state, limit=PAGE, before_id=before))
+        call = db.client.list_jobs(state=state, limit=PAGE, sort=sort, after=after)
+        ms, rows = await h.timed(call)
         if len(rows) != PAGE:
             raise AssertionError(f"{db.label} {state}: page {page} has {len(rows)} rows")
-        ids = [r.id for r in rows]
-        if ids != sorted(ids, reverse=True) or (last_id is not None and ids[0] >= last_id):
+        keys = [order.key(r) for r in ([after] if after else []) + rows]
+        if keys != sorted(keys, reverse=True) or len(set(keys)) != len(keys):
             raise AssertionError(f"{db.label} {state}: page {page} out of order")
         if state is not None and any(r.state is not state for r in rows):
             raise AssertionError(f"{db.label}: page {page} mixes states")
         if any(r.output is not None for r in rows):
             raise AssertionError("list rows must not carry outputs")
         samples[min(page, 1)].add(round_no, ms)
-        last_id = ids[-1]
-        before = last_id
+        after = rows[-1]
 
 
 async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[str, Samples]]:
@@ -304,8 +319,19 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
         for db in order:
             s = out[db.label]
             for _ in range(plan.reps):
-                for state, walk in WALKS:
-                    await page_walk(db, state, [s[f"{walk}_first"], s[f"{walk}_next"]], round_no)
+                for state, walk, sort in WALKS:
+                    walked = [s[f"{walk}_first"], s[f"{walk}_next"]]
+                    await page_walk(db, state, sort, walked, round_no)
+                oldest, middle = db.times
+                half = db.client.browse(state=JobState.COMPLETED, since=middle, limit=PAGE)
+                page = await s["since_half"].time(round_no, half)
+                if len(page.rows) != PAGE or any(
+                    (r.finalized_at or oldest) < middle for r in page.rows
+                ):
+                    raise AssertionError(f"{db.label}: since={middle} page is wrong")
+                none = await s["before_all"].time(round_no, db.client.browse(before=oldest))
+                if none.rows or none.counts.total:
+                    raise AssertionError(f"{db.label}: before={oldest} matched {none.counts}")
                 counts = await s["counts"].time(round_no, db.client.counts())
                 completed = counts.by_state[JobState.COMPLETED]
                 expected = db.jobs * 95 // 100
@@ -411,7 +437,7 @@ def reads_table(
         tuple(rows),
         caption=(
             "Client calls end to end (pool acquire, queries, row decoding). 'next pages' "
-            "pools pages 2-6 of each keyset walk (before_id = last id of the previous page). "
+            "pools pages 2-6 of each keyset walk (after = the last row of the previous page). "
             "Ratio: per-round median on the large database over the small one's."
         ),
     )
@@ -446,10 +472,10 @@ NOTES = """
 ## Method
 
 Both databases live on the same server and are read alternately (the order flips every
-round); round 0 is a warm-up and is dropped. Each walk checks its pages: 50 rows, ids
-strictly descending across pages, the requested state, no outputs on list rows; `counts()`
-must report the expected number of completed jobs, and `get_job` must find the job
-completed.
+round); round 0 is a warm-up and is dropped. Each walk checks its pages: 50 rows, keys (id,
+or finish time then id) strictly descending across pages, the requested state, no outputs on
+list rows; `counts()` must report the expected number of completed jobs, a time range only
+rows in it (none before the first finish), and `get_job` must find the job completed.
 """
 
 
@@ -489,7 +515,14 @@ async def amain(args: Any) -> int:
                 " ORDER BY random() LIMIT 2000"
             )
             size = await h.relations_size(conn, schema, await h.schema_tables(conn, schema))
-            dbs.append(Db(label, schema, jobs, client, [int(r[0]) for r in compact_ids], size))
+            times = await conn.fetchrow(
+                "SELECT min(t), min(t) + (max(t) - min(t)) / 2 FROM (SELECT finalized_at AS t"
+                f" FROM {h.ident(schema)}.done_entries UNION ALL SELECT finalized_at"
+                f" FROM {h.ident(schema)}.receipt_completion_batches) x"
+            )
+            assert times is not None
+            ids = [int(r[0]) for r in compact_ids]
+            dbs.append(Db(label, schema, jobs, client, ids, size, (times[0], times[1])))
         engine.log(f"built and settled in {time.perf_counter() - started:.0f} s")
         lat = await measure(dbs, plan, args.seed)
         view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}

@@ -43,6 +43,7 @@ from storage.events import JobEvent
 from storage.failure_groups import FailureGroupMembers
 from storage.health import Health, HealthState
 from storage.job import Job
+from storage.listing_filter import SortColumn, SortOrder
 from storage.maintenance import MaintenanceSettings
 from storage.migrator import migrate
 from storage.models import (
@@ -108,6 +109,8 @@ __all__ = [
     "RuntimeFailed",
     "SchemaNotMigrated",
     "Snooze",
+    "SortColumn",
+    "SortOrder",
     "StageError",
     "StaleAttempt",
     "StartFailed",

@@ -34,6 +34,8 @@ touch, exactly, because it lists them.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
 
 from storage.db import Conn
@@ -47,14 +49,25 @@ TERMINAL_COUNT_CAP = 1_000
 COMPACT_BATCHES_READ = TERMINAL_COUNT_CAP
 """Compact completion batches summed for the completed count (newest first)."""
 
+
 # $1: rows to read per live state (cap + 1), $3 per terminal state (terminal cap + 1), $2
 # compact batches. Each count reads at most its limit of rows, so a result equal to the limit
-# means "more than the cap".
+# means "more than the cap". $4 since and $5 before bound each state's time column (NULL: no
+# bound), the columns ``storage.listing_filter`` names; each is indexed or bounded by the work
+# in flight, so a count under a time range reads at most its limit of entries too.
+def _window(column: str) -> str:
+    return (
+        f"($4::timestamptz IS NULL OR {column} >= $4)"
+        f" AND ($5::timestamptz IS NULL OR {column} < $5)"
+    )
+
+
 COUNTS = f"""
 WITH {OPEN_ATTEMPTS},
 newest_batches AS MATERIALIZED (
     SELECT b.batch_id, b.max_job_id, b.min_job_id, b.completed_count
       FROM receipt_completion_batches b
+     WHERE {_window("b.finalized_at")}
      ORDER BY b.max_job_id DESC, b.batch_id DESC
      LIMIT $2
 ), recent_tombstones AS MATERIALIZED (
@@ -65,34 +78,43 @@ newest_batches AS MATERIALIZED (
 )
 SELECT
   (SELECT count(*) FROM (SELECT 1 FROM deferred_jobs
-                          WHERE state = 'scheduled' LIMIT $1) x) AS scheduled,
+                          WHERE state = 'scheduled' AND {_window("run_at")}
+                          LIMIT $1) x) AS scheduled,
   (SELECT count(*) FROM (SELECT 1 FROM deferred_jobs
-                          WHERE state = 'retryable' LIMIT $1) x) AS retryable,
+                          WHERE state = 'retryable' AND {_window("run_at")}
+                          LIMIT $1) x) AS retryable,
   (SELECT count(*) FROM (SELECT 1 FROM queue_lanes l
                           CROSS JOIN LATERAL (
                               SELECT 1 FROM ready_entries r
                                WHERE r.queue = l.queue AND r.priority = l.priority
                                  AND r.lane_seq >= l.claim_seq
+                                 AND {_window("r.run_at")}
                                  AND NOT EXISTS (SELECT 1 FROM ready_tombstones t
                                                   WHERE t.job_id = r.job_id
                                                     AND t.run_lease = r.run_lease)
                                ORDER BY r.lane_seq LIMIT $1) r
                           LIMIT $1) x) AS available,
   (SELECT count(*) FROM (SELECT 1 FROM open o
-                          WHERE NOT EXISTS (SELECT 1 FROM attempt_state s
+                          WHERE {_window("o.claimed_at")}
+                            AND NOT EXISTS (SELECT 1 FROM attempt_state s
                                              WHERE s.job_id = o.job_id
                                                AND s.run_lease = o.run_lease
                                                AND s.state = 'waiting_external')
                           LIMIT $1) x) AS running,
   (SELECT count(*) FROM (SELECT 1 FROM open o JOIN attempt_state s USING (job_id, run_lease)
-                          WHERE s.state = 'waiting_external' LIMIT $1) x) AS waiting_external,
+                          WHERE s.state = 'waiting_external' AND {_window("o.claimed_at")}
+                          LIMIT $1) x) AS waiting_external,
   (SELECT count(*) FROM (SELECT 1 FROM done_entries
-                          WHERE state = 'completed' LIMIT $3) x) AS completed,
+                          WHERE state = 'completed' AND {_window("finalized_at")}
+                          LIMIT $3) x) AS completed,
   (SELECT count(*) FROM (SELECT 1 FROM done_entries
-                          WHERE state = 'failed' LIMIT $3) x) AS failed,
+                          WHERE state = 'failed' AND {_window("finalized_at")}
+                          LIMIT $3) x) AS failed,
   (SELECT count(*) FROM (SELECT 1 FROM done_entries
-                          WHERE state = 'cancelled' LIMIT $3) x) AS cancelled,
-  (SELECT count(*) FROM (SELECT 1 FROM dlq_entries LIMIT $1) x) AS dlq,
+                          WHERE state = 'cancelled' AND {_window("finalized_at")}
+                          LIMIT $3) x) AS cancelled,
+  (SELECT count(*) FROM (SELECT 1 FROM dlq_entries
+                          WHERE {_window("dlq_at")} LIMIT $1) x) AS dlq,
   (SELECT count(*) FROM newest_batches) AS batches_read,
   (SELECT COALESCE(sum(completed_count), 0) FROM newest_batches) AS compact_completed,
   (SELECT count(*) FROM recent_tombstones) AS tombstones_read,
@@ -113,18 +135,21 @@ async def counts(
     cap: int = COUNT_CAP,
     terminal_cap: int = TERMINAL_COUNT_CAP,
     batches: int = COMPACT_BATCHES_READ,
+    since: datetime | None = None,
+    before: datetime | None = None,
 ) -> StateCounts:
     """Jobs per state: exact up to the cap, "at least the cap" above it (``capped``).
 
     The cap is ``cap`` for the live states and the DLQ, ``min(cap, terminal_cap)`` for
     completed, failed and cancelled. Compact completions are summed over the ``batches + 1``
     newest completion batches (one more, to learn whether there are more); with more than
-    ``batches`` batches, the completed count is a lower bound.
+    ``batches`` batches, the completed count is a lower bound. ``since``/``before`` count
+    only the jobs whose time column falls in that range (``storage.listing_filter``).
     """
     if cap < 1 or terminal_cap < 1 or batches < 1:
         raise ValueError("the count caps and the batches read must be at least 1")
     ended_cap = min(cap, terminal_cap)
-    row = await conn.fetchrow(COUNTS, cap + 1, batches + 1, ended_cap + 1)
+    row = await conn.fetchrow(COUNTS, cap + 1, batches + 1, ended_cap + 1, since, before)
     assert row is not None
     by_state: dict[JobState, int] = {}
     capped: set[JobState] = set()

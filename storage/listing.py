@@ -1,10 +1,13 @@
-"""List reads. Rows come newest first with keyset paging (``before_id``) and never carry an
-output: list reads do not load outputs (ADR-048), only whether one exists. The counts shown
-beside a page are in ``storage.counting``.
+"""List reads. Rows come newest first by default, in any order ``storage.listing_filter``
+allows, with keyset paging (the last row's (value, id), or ``before_id`` by id), and never
+carry an output: list reads do not load outputs (ADR-048), only whether one exists. The
+counts shown beside a page are in ``storage.counting``; what filters and orders mean, and the
+SQL fragment every statement shares, in ``storage.listing_filter``.
 
 Each state has its own index-bounded query, so a page costs about the same on a million
 jobs as on ten thousand. Compact completions are walked batch by batch in ``max_job_id``
-order; the walk stops as soon as no older batch can hold a row of the page.
+order (by time: ``finalized_at``); the walk stops as soon as no further batch can hold a row
+of the page.
 
 Every read here runs inside ``snapshot``: one read-only REPEATABLE READ transaction, so the
 per-state statements of one page (and the counts read with it) see one moment, and a job that
@@ -27,34 +30,23 @@ import asyncpg
 from storage import counting
 from storage.db import Conn
 from storage.errors import InvalidFilter
+from storage.listing_filter import (
+    COMMON_PARAMS,
+    DEFAULT_SORT,
+    FILTER,
+    ListFilter,
+    SortColumn,
+    SortOrder,
+)
 from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState
-from storage.names import unstorable
 from storage.payload import errors_of
 from storage.sql_shared import OPEN_ATTEMPTS, UNCLAIMED_READY
-
-# $1 before_id, $2 kind, $3 queue, $4 search pattern (ILIKE, % _ \\ escaped), $5 limit.
-# The search looks at scalar values (``#>> '{}'`` is a value's text without JSON quoting).
-_FILTER = """
-   AND r.job_id < $1
-   AND ($2::text IS NULL OR r.kind = $2)
-   AND ($3::text IS NULL OR r.queue = $3)
-   AND ($4::text IS NULL OR r.kind ILIKE $4 OR r.queue ILIKE $4
-        OR EXISTS (SELECT 1 FROM jsonb_path_query(r.args, 'strict $.**') v
-                    WHERE jsonb_typeof(v) IN ('string', 'number', 'boolean')
-                      AND v #>> '{}' ILIKE $4)
-        OR EXISTS (SELECT 1 FROM jsonb_path_query(%(payload)s, 'strict $.**') v
-                    WHERE jsonb_typeof(v) IN ('string', 'number', 'boolean')
-                      AND v #>> '{}' ILIKE $4))
-"""
-
-
-def _filter(payload: str) -> str:
-    return _FILTER % {"payload": payload}
-
 
 _COLUMNS = """r.job_id, r.kind, r.queue, r.args, r.priority, r.run_lease, r.max_attempts,
        r.run_at, r.created_at"""
 
+# Each statement splices ``listing_filter.FILTER`` (the cursor, kind, queue, time range and
+# search conditions) as %(filter)s and its ORDER BY as %(order)s; ``Statement.sql`` fills them.
 # MATERIALIZED: the unclaimed rows are found through the lanes' cursors first (one index range
 # per lane, ``UNCLAIMED_READY``); left to itself the planner walked every ready row newest
 # first looking for available ones.
@@ -65,17 +57,17 @@ SELECT {_COLUMNS}, r.attempt, r.attempted_at, NULL::timestamptz AS finalized_at,
   FROM unclaimed r
  WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
                     WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
-{_filter("r.payload")}
- ORDER BY r.job_id DESC LIMIT $5
+%(filter)s
+ ORDER BY %(order)s LIMIT $5
 """
 
 LIST_DEFERRED = f"""
 SELECT {_COLUMNS}, r.attempt, r.attempted_at, NULL::timestamptz AS finalized_at, r.payload,
        false AS has_output
   FROM deferred_jobs r
- WHERE r.state = $6
-{_filter("r.payload")}
- ORDER BY r.job_id DESC LIMIT $5
+ WHERE r.state = $8
+%(filter)s
+ ORDER BY %(order)s LIMIT $5
 """
 
 LIST_OPEN = f"""
@@ -89,38 +81,60 @@ SELECT {_COLUMNS}, o.attempt, o.claimed_at AS attempted_at, NULL::timestamptz AS
   FROM open o
   JOIN ready_entries r ON r.job_id = o.job_id AND r.run_lease = o.run_lease
   LEFT JOIN attempt_state s ON s.job_id = o.job_id AND s.run_lease = o.run_lease
- WHERE (COALESCE(s.state, 'running') = 'waiting_external') = $6
-{_filter("r.payload")}
- ORDER BY r.job_id DESC LIMIT $5
+ WHERE (COALESCE(s.state, 'running') = 'waiting_external') = $8
+%(filter)s
+ ORDER BY %(order)s LIMIT $5
 """
 
+# By finish time: one range of the (state, finalized_at, job_id) index (migration v006).
 LIST_DONE = f"""
 SELECT {_COLUMNS}, d.attempt, NULL::timestamptz AS attempted_at, d.finalized_at,
        COALESCE(d.payload, r.payload) AS payload, %(has_output)s AS has_output
   FROM done_entries d
   JOIN ready_entries r ON r.job_id = d.job_id AND r.run_lease = d.run_lease
- WHERE d.state = $6
-{_filter("COALESCE(d.payload, r.payload)")}
- ORDER BY d.job_id DESC LIMIT $5
+ WHERE d.state = $8
+%(filter)s
+ ORDER BY %(order)s LIMIT $5
 """
 
-LIST_DLQ = f"""
+LIST_DLQ = """
 SELECT r.job_id, r.kind, r.queue, r.args, r.priority, r.original_run_lease AS run_lease,
        r.max_attempts, r.run_at, r.created_at, r.attempt, r.attempted_at, r.finalized_at,
        r.payload, false AS has_output, r.dlq_reason, r.dlq_at
   FROM dlq_entries r
  WHERE true
-{_filter("r.payload")}
- ORDER BY r.job_id DESC LIMIT $5
+%(filter)s
+ ORDER BY %(order)s LIMIT $5
 """
 
-# The next few compact batches that may hold rows older than before_id.
-COMPACT_BATCHES = """
-SELECT batch_id, max_job_id FROM receipt_completion_batches
- WHERE min_job_id < $1 AND (max_job_id, batch_id) < ($2, $3)
- ORDER BY max_job_id DESC, batch_id DESC
- LIMIT $4
-"""
+# The next few compact batches that may hold rows of the page, with the (at, tie) pair the walk
+# continues after: by id, those with ids below the cursor id ($1) in (max_job_id, batch_id)
+# order; by time, those that can hold a row past the cursor (time $1, id $7) in
+# (finalized_at, max_job_id) order, newest first (min_job_id oldest first), so that among
+# batches of one finish time (one flush) the walk also stops as soon as no further batch can
+# hold a row of the page. A batch's rows share its finalized_at, so the time range ($5, $6)
+# drops whole batches here.
+_BATCH_WINDOW = """($5::timestamptz IS NULL OR finalized_at >= $5)
+   AND ($6::timestamptz IS NULL OR finalized_at < $6)"""
+COMPACT_BATCHES = {
+    (SortColumn.ID, True): f"""
+SELECT batch_id, max_job_id AS at, batch_id AS tie FROM receipt_completion_batches
+ WHERE min_job_id < $1 AND (max_job_id, batch_id) < ($2, $3) AND {_BATCH_WINDOW}
+ ORDER BY max_job_id DESC, batch_id DESC LIMIT $4
+""",
+    (SortColumn.WHEN, True): f"""
+SELECT batch_id, finalized_at AS at, max_job_id AS tie FROM receipt_completion_batches
+ WHERE finalized_at <= $1 AND (finalized_at, min_job_id) < ($1, $7)
+   AND finalized_at <= $2 AND (finalized_at, max_job_id) < ($2, $3) AND {_BATCH_WINDOW}
+ ORDER BY finalized_at DESC, max_job_id DESC LIMIT $4
+""",
+    (SortColumn.WHEN, False): f"""
+SELECT batch_id, finalized_at AS at, min_job_id AS tie FROM receipt_completion_batches
+ WHERE finalized_at >= $1 AND (finalized_at, max_job_id) > ($1, $7)
+   AND finalized_at >= $2 AND (finalized_at, min_job_id) > ($2, $3) AND {_BATCH_WINDOW}
+ ORDER BY finalized_at ASC, min_job_id ASC LIMIT $4
+""",
+}
 
 # Rows of those batches. The output mask is computed once per batch (one detoast of the
 # array), and no output value leaves the server.
@@ -132,11 +146,11 @@ SELECT {_COLUMNS}, b.attempts[item.ord]::int AS attempt, NULL::timestamptz AS at
  CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS item(job_id, run_lease, ord)
  CROSS JOIN LATERAL (SELECT %(mask)s AS mask) m
   JOIN ready_entries r ON r.job_id = item.job_id AND r.run_lease = item.run_lease
- WHERE b.batch_id = ANY($6::bigint[])
+ WHERE b.batch_id = ANY($8::bigint[])
    AND NOT EXISTS (SELECT 1 FROM receipt_completion_tombstones t
                     WHERE t.job_id = item.job_id AND t.run_lease = item.run_lease)
-{_filter("r.payload")}
- ORDER BY r.job_id DESC LIMIT $5
+%(filter)s
+ ORDER BY %(order)s LIMIT $5
 """
 _MASK = {
     True: "(SELECT array_agg(o IS NOT NULL ORDER BY n)"
@@ -144,78 +158,45 @@ _MASK = {
     False: "NULL::boolean[]",
 }
 
+# A time range picks the index: a narrow one is read through the time index, a wide one by
+# walking ids. Only a plan made with the values can tell; a cached generic plan cannot use
+# ``($6 IS NULL OR t >= $6)`` for an index and walked every batch for a range that matched
+# nothing (browser_pages: 21 ms at 10k, 48 ms at 200k). Local to the read's transaction.
+PLAN_WITH_VALUES = "SET LOCAL plan_cache_mode = force_custom_plan"
+
 COMPACT_CHUNK = 4
-NO_BEFORE = 2**63 - 1
-
-
-STATE_NAMES = ", ".join(state.value for state in JobState)
-
-
-def parse_state(state: JobState | str | None) -> JobState | None:
-    """The state named by ``state`` (a ``JobState`` or its string); refuses any other value."""
-    if state is None or isinstance(state, JobState):
-        return state
-    try:
-        return JobState(state)
-    except ValueError:
-        raise InvalidFilter(
-            f"Unknown job state {_printable(state)}; use one of {STATE_NAMES}."
-        ) from None
-
-
-def _printable(value: object) -> str:
-    return ascii(value) if isinstance(value, str) and len(value) <= 40 else "(given value)"
-
-
-def check_text(what: str, value: str | None) -> str | None:
-    """Refuse text PostgreSQL cannot take (a NUL, a lone surrogate) before it reaches the driver.
-    The message names the position, never the text: search text can be anything."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidFilter(f"The {what} filter must be text.")
-    reason = unstorable(value)
-    if reason is not None:
-        raise InvalidFilter(f"The {what} filter contains {reason}, so it cannot match.")
-    return value
+MAX_COMPACT_CHUNK = 256
 
 
 @dataclass(frozen=True)
-class ListFilter:
-    """What the browser asks for. ``search`` matches kind, queue and the values in args and
-    payload (see the module docstring)."""
+class Statement:
+    """A per-state list statement and what ``FILTER`` needs to know about it: the payload the
+    search reads, the id column its index orders, its time column, its sort value per
+    ``SortColumn`` (None: by id) and how many parameters of its own follow ``FILTER``'s."""
 
-    state: JobState | None = None
-    dlq: bool = False
-    kind: str | None = None
-    queue: str | None = None
-    search: str | None = None
+    template: str
+    payload: str
+    time: str
+    own_params: int = 0
+    id_col: str = "r.job_id"
+    attempts: str | None = None
 
-    @classmethod
-    def of(
-        cls,
-        *,
-        state: JobState | str | None = None,
-        dlq: bool = False,
-        kind: str | None = None,
-        queue: str | None = None,
-        search: str | None = None,
-    ) -> ListFilter:
-        """A checked filter: unknown states and unusable text raise ``InvalidFilter``."""
-        return cls(
-            state=parse_state(state),
-            dlq=dlq,
-            kind=check_text("kind", kind),
-            queue=check_text("queue", queue),
-            search=check_text("search", search),
+    def sql(self, order: SortOrder, **extra: str) -> str:
+        key = {SortColumn.ID: None, SortColumn.WHEN: self.time, SortColumn.ATTEMPTS: self.attempts}
+        cursor, order_by = order.sql(
+            self.id_col, key[order.column], COMMON_PARAMS + self.own_params + 1
         )
+        where = FILTER % {"cursor": cursor, "time": self.time, "payload": self.payload}
+        return self.template % {"filter": where, "order": order_by, **extra}
 
-    def params(self, before_id: int | None, limit: int) -> list[Any]:
-        pattern = None
-        if self.search:
-            escaped = self.search.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
-            pattern = f"%{escaped}%"
-        return [before_id or NO_BEFORE, self.kind, self.queue, pattern, limit]
+
+AVAILABLE = Statement(LIST_AVAILABLE, "r.payload", "r.run_at", attempts="r.attempt")
+DEFERRED = Statement(LIST_DEFERRED, "r.payload", "r.run_at", 1, attempts="r.attempt")
+OPEN = Statement(LIST_OPEN, "r.payload", "o.claimed_at", 1, attempts="o.attempt")
+DONE = Statement(LIST_DONE, "COALESCE(d.payload, r.payload)", "d.finalized_at", 1, "d.job_id")
+DLQ = Statement(LIST_DLQ, "r.payload", "r.dlq_at")
+COMPACT = Statement(COMPACT_ROWS, "r.payload", "b.finalized_at", 1)
+STATEMENTS = (AVAILABLE, DEFERRED, OPEN, DONE, DLQ, COMPACT)
 
 
 @asynccontextmanager
@@ -257,21 +238,47 @@ async def list_jobs(
     before_id: int | None,
     limit: int,
     outputs: bool,
+    order: SortOrder = DEFAULT_SORT,
+    after: JobRow | None = None,
 ) -> list[JobRow]:
-    """One page of jobs, newest first; ``where.state`` None means every state.
+    """One page of jobs in ``order`` (newest first by default), starting after the row
+    ``after`` (or, by id, below ``before_id``); ``where.state`` None means every state.
+    An order the state's indexes do not serve raises ``InvalidFilter``
+    (``SortOrder.refusal``).
 
     Call inside ``snapshot`` (``Client.list_jobs`` does): the states are read by separate
     statements, which agree only when they share a snapshot.
     """
-    params = where.params(before_id, limit)
+    refusal = order.refusal(where.state, where.dlq)
+    if refusal is not None:
+        raise InvalidFilter(refusal)
+    if where.since is not None or where.before is not None:
+        await conn.execute(PLAN_WITH_VALUES)
+    value, cursor_id = order.cursor(after, before_id)
+    page = _Page(where.params(cursor_id, limit), [] if order.column is SortColumn.ID else [value])
     if where.dlq:
-        return [_dlq_row(r) for r in await conn.fetch(LIST_DLQ, *params)]
+        return [_dlq_row(r) for r in await page.fetch(conn, DLQ, order)]
     states = [where.state] if where.state is not None else list(JobState)
     rows: list[JobRow] = []
     for state in states:
-        rows.extend(await _list_state(conn, state, params, outputs))
-    rows.sort(key=lambda row: row.id, reverse=True)
+        rows.extend(await _list_state(conn, state, page, order, outputs))
+    rows.sort(key=order.key, reverse=order.descending)
     return rows[:limit]
+
+
+@dataclass(frozen=True)
+class _Page:
+    """The parameters of one page: ``FILTER``'s, then a statement's own, then the cursor value
+    of a non-id order."""
+
+    common: list[Any]
+    cursor: list[Any]
+
+    async def fetch(
+        self, conn: Conn, statement: Statement, order: SortOrder, *own: Any, **extra: str
+    ) -> list[asyncpg.Record]:
+        sql = statement.sql(order, **extra)
+        return await conn.fetch(sql, *self.common, *own, *self.cursor)
 
 
 def _dlq_row(r: asyncpg.Record) -> JobRow:
@@ -280,29 +287,25 @@ def _dlq_row(r: asyncpg.Record) -> JobRow:
 
 
 async def _list_state(
-    conn: Conn, state: JobState, params: list[Any], outputs: bool
+    conn: Conn, state: JobState, page: _Page, order: SortOrder, outputs: bool
 ) -> list[JobRow]:
     match state:
         case JobState.AVAILABLE:
-            return [_row(r, state) for r in await conn.fetch(LIST_AVAILABLE, *params)]
+            return [_row(r, state) for r in await page.fetch(conn, AVAILABLE, order)]
         case JobState.SCHEDULED | JobState.RETRYABLE:
-            return [_row(r, state) for r in await conn.fetch(LIST_DEFERRED, *params, state.value)]
+            rows = await page.fetch(conn, DEFERRED, order, state.value)
+            return [_row(r, state) for r in rows]
         case JobState.RUNNING | JobState.WAITING_EXTERNAL:
             waiting = state is JobState.WAITING_EXTERNAL
-            return [_open_row(r, state) for r in await conn.fetch(LIST_OPEN, *params, waiting)]
+            return [_open_row(r, state) for r in await page.fetch(conn, OPEN, order, waiting)]
         case JobState.FAILED | JobState.CANCELLED:
-            sql = LIST_DONE % {"has_output": "false"}
-            return [
-                _row(r, state, storage_path="general")
-                for r in await conn.fetch(sql, *params, state.value)
-            ]
+            rows = await page.fetch(conn, DONE, order, state.value, has_output="false")
+            return [_row(r, state, storage_path="general") for r in rows]
         case JobState.COMPLETED:
-            sql = LIST_DONE % {"has_output": "d.output IS NOT NULL" if outputs else "false"}
-            general = [
-                _row(r, state, storage_path="general")
-                for r in await conn.fetch(sql, *params, state.value)
-            ]
-            return general + await _compact_page(conn, params, outputs)
+            has_output = "d.output IS NOT NULL" if outputs else "false"
+            rows = await page.fetch(conn, DONE, order, state.value, has_output=has_output)
+            general = [_row(r, state, storage_path="general") for r in rows]
+            return general + await _compact_page(conn, page, order, outputs)
 
 
 def _open_row(r: asyncpg.Record, state: JobState) -> JobRow:
@@ -316,24 +319,35 @@ def _open_row(r: asyncpg.Record, state: JobState) -> JobRow:
     return _row(r, state, callback=callback)
 
 
-async def _compact_page(conn: Conn, params: list[Any], outputs: bool) -> list[JobRow]:
-    """Walk compact batches newest first until no older batch can hold a row of the page."""
-    before, limit = params[0], params[4]
-    sql = COMPACT_ROWS % {"mask": _MASK[outputs]}
+async def _compact_page(conn: Conn, page: _Page, order: SortOrder, outputs: bool) -> list[JobRow]:
+    """Walk compact batches in ``order`` until no further batch can hold a row of the page:
+    by id, a batch holds no id above its max_job_id; by time, its rows share its finalized_at
+    and lie between its min_job_id and max_job_id (``COMPACT_BATCHES``)."""
+    cursor_id, limit, since, before = page.common[0], page.common[4], *page.common[5:7]
+    by_time = [cursor_id] if page.cursor else []  # $7 of the walks by time
+    start = page.cursor[0] if page.cursor else cursor_id
+    batches_sql = COMPACT_BATCHES[order.column, order.descending]
+    walk = order.cursor(None, None)
     found: list[JobRow] = []
-    cursor = (NO_BEFORE, NO_BEFORE)
+    chunk = COMPACT_CHUNK
     while True:
-        batches = await conn.fetch(COMPACT_BATCHES, before, *cursor, COMPACT_CHUNK)
+        batches = await conn.fetch(batches_sql, start, *walk, chunk, since, before, *by_time)
         if not batches:
             break
-        rows = await conn.fetch(sql, *params, [b["batch_id"] for b in batches])
+        ids = [b["batch_id"] for b in batches]
+        rows = await page.fetch(conn, COMPACT, order, ids, mask=_MASK[outputs])
         found.extend(_row(r, JobState.COMPLETED, storage_path="compact") for r in rows)
-        found.sort(key=lambda row: row.id, reverse=True)
+        found.sort(key=order.key, reverse=order.descending)
         del found[limit:]
         last = batches[-1]
-        cursor = (last["max_job_id"], last["batch_id"])
-        if len(found) >= limit and last["max_job_id"] < found[-1].id:
-            break
+        walk = (last["at"], last["tie"])
+        if len(found) >= limit:  # no batch after ``walk`` can hold a row before the last found
+            edge = order.key(found[-1])
+            if (walk < edge) if order.descending else (walk > edge):
+                break
+        # Each chunk doubles, so round trips grow with the log of the batches read: a filtered
+        # walk may pass many batches without a match.
+        chunk = min(chunk * 2, MAX_COMPACT_CHUNK)
     return found
 
 
@@ -345,12 +359,17 @@ async def browse(
     limit: int,
     outputs: bool,
     count_cap: int | None = None,
+    order: SortOrder = DEFAULT_SORT,
+    after: JobRow | None = None,
 ) -> JobPage:
-    """A page and the counts shown beside it (``storage.counting``), from one snapshot."""
+    """A page and the counts shown beside it (``storage.counting``), from one snapshot. The
+    counts follow the filter's time range, not its kind, queue or text."""
     cap = counting.COUNT_CAP if count_cap is None else count_cap
     async with snapshot(conn):
-        rows = await list_jobs(conn, where, before_id=before_id, limit=limit, outputs=outputs)
-        page_counts = await counting.counts(conn, cap=cap)
+        rows = await list_jobs(
+            conn, where, before_id=before_id, limit=limit, outputs=outputs, order=order, after=after
+        )
+        page_counts = await counting.counts(conn, cap=cap, since=where.since, before=where.before)
         return JobPage(rows=rows, counts=page_counts, has_more=len(rows) == limit)
 
 

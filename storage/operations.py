@@ -24,7 +24,7 @@ from storage import (
 from storage.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
 from storage.events import JobEvent
 from storage.failure_groups import FailureGroupMembers
-from storage.listing import ListFilter, check_text
+from storage.listing_filter import ListFilter, SortOrder, check_text
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import (
     AttemptSpan,
@@ -73,18 +73,34 @@ class Operations:
         kind: str | None = None,
         queue: str | None = None,
         search: str | None = None,
+        since: datetime | None = None,
+        before: datetime | None = None,
+        sort: SortOrder | str = "-id",
+        after: JobRow | None = None,
         before_id: int | None = None,
         limit: int = 50,
     ) -> list[JobRow]:
-        """A page of jobs, newest first, read in one snapshot. Rows carry no output;
-        ``has_output`` says if one exists. An unknown state or unusable filter text raises
-        ``InvalidFilter``."""
-        where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
+        """A page of jobs, read in one snapshot, newest first unless ``sort`` says otherwise
+        (``"-when"``, ``"attempts"``, ...: ``SortOrder``); the next page starts ``after`` the
+        last row (by id, ``before_id`` its id also works). ``since``/``before`` bound each
+        state's time column. Rows carry no output; ``has_output`` says if one exists. An
+        unknown state, unusable filter text, an empty time range or an order the state's
+        indexes do not serve raises ``InvalidFilter``."""
+        where = ListFilter.of(
+            state=state, dlq=dlq, kind=kind, queue=queue, search=search, since=since, before=before
+        )
+        order = SortOrder.parse(sort)
         async with self._session.connection("list_jobs") as conn:
             outputs = await self._session.probe.present(conn)
             async with listing.snapshot(conn):
                 return await listing.list_jobs(
-                    conn, where, before_id=before_id, limit=limit, outputs=outputs
+                    conn,
+                    where,
+                    before_id=before_id,
+                    limit=limit,
+                    outputs=outputs,
+                    order=order,
+                    after=after,
                 )
 
     async def browse(
@@ -95,11 +111,19 @@ class Operations:
         kind: str | None = None,
         queue: str | None = None,
         search: str | None = None,
+        since: datetime | None = None,
+        before: datetime | None = None,
+        sort: SortOrder | str = "-id",
+        after: JobRow | None = None,
         before_id: int | None = None,
         limit: int = 50,
     ) -> JobPage:
-        """``list_jobs`` and ``counts`` together, from one snapshot (what a screen shows)."""
-        where = ListFilter.of(state=state, dlq=dlq, kind=kind, queue=queue, search=search)
+        """``list_jobs`` and ``counts`` together, from one snapshot (what a screen shows). The
+        counts follow ``since``/``before``; they do not follow kind, queue or search."""
+        where = ListFilter.of(
+            state=state, dlq=dlq, kind=kind, queue=queue, search=search, since=since, before=before
+        )
+        order = SortOrder.parse(sort)
         async with self._session.connection("browse") as conn:
             outputs = await self._session.probe.present(conn)
             return await listing.browse(
@@ -109,6 +133,8 @@ class Operations:
                 limit=limit,
                 outputs=outputs,
                 count_cap=self.count_cap,
+                order=order,
+                after=after,
             )
 
     async def counts(self, *, cap: int | None = None) -> StateCounts:

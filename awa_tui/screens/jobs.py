@@ -18,13 +18,14 @@ from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery
 from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.jobs_status import BrowserStatus, fitted, next_sort, past
 from awa_tui.screens.pickers import BulkActionModal
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.filter_bar import FilterBar
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.state_tabs import StateTabs
-from storage import JobRow
+from storage import JobRow, SortOrder
 
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
@@ -68,6 +69,8 @@ class JobsScreen(AwaScreen):
         ),
         Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
         Binding("n", "next_page", "More", show=False, id="jobs.more"),
+        Binding("s", "sort", "Sort", id="jobs.sort"),
+        Binding("o", "reverse", "Reverse order", show=False, id="jobs.reverse"),
         Binding("r", "refresh", "Refresh", show=False, id="jobs.refresh"),
         Binding("p", "toggle_pause", "Pause", show=False, id="jobs.pause"),
         Binding("plus", "interval(-1)", "Faster", show=False, key_display="+", id="jobs.faster"),
@@ -91,6 +94,8 @@ class JobsScreen(AwaScreen):
         self.marks: set[int] = set()
         self.has_more = False
         self.dlq_matches = 0
+        self.note: str | None = None
+        """Why the last filter was refused or the sort changed by itself; shown first."""
         # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
         self.fetching = False
         self._timer: Timer | None = None
@@ -126,13 +131,8 @@ class JobsScreen(AwaScreen):
         bar = self.query_one(FilterBar)
         if bar.value != new.filter_text and not bar.has_focus:
             bar.value = new.filter_text
-        if (old.kind, old.queue, old.job_id, old.search, old.tab) != (
-            new.kind,
-            new.queue,
-            new.job_id,
-            new.search,
-            new.tab,
-        ):
+        self.table.mark_sort(new.sort)
+        if old != new:
             self.marks.clear()
             self.table.jobs = []
             self.table.clear()
@@ -150,9 +150,9 @@ class JobsScreen(AwaScreen):
                 self.post_message(JobsLoaded(query, rows, append, refreshed, has_more=False))
                 return
             loaded = self.table.jobs if query == self.query_state else []
+            where = {**query.list_kwargs(self.awa.now()), "sort": query.sort}
             if append and loaded:
-                before = loaded[-1].id
-                page = await client.browse(**query.list_kwargs(), before_id=before, limit=PAGE_SIZE)
+                page = await client.browse(**where, after=loaded[-1], limit=PAGE_SIZE)
                 rows = page.rows
                 self.post_message(CountsLoaded(page.counts))
                 self.post_message(JobsLoaded(query, rows, True, False, len(rows) == PAGE_SIZE))
@@ -160,17 +160,18 @@ class JobsScreen(AwaScreen):
             limit = PAGE_SIZE
             if refreshed and loaded:
                 limit = min(len(loaded) + PAGE_SIZE, MAX_REFRESH_ROWS)
-            page = await client.browse(**query.list_kwargs(), limit=limit)
+            page = await client.browse(**where, limit=limit)
             rows = page.rows
             dlq_matches = 0
-            if query.tab == "all" and query.filter_text:
-                dlq_matches = await client.count_matching(**{**query.list_kwargs(), "dlq": True})
+            if query.tab == "all" and query.has_filter:
+                dlq_matches = await client.count_matching(
+                    **{**query.list_kwargs(self.awa.now()), "dlq": True}
+                )
             self.post_message(CountsLoaded(page.counts))
             has_more = len(rows) == limit
             if refreshed and len(loaded) > PAGE_SIZE:
-                oldest = loaded[-1].id
                 has_more = has_more or self.has_more
-                rows = [row for row in rows if row.id >= oldest]
+                rows = [row for row in rows if not past(query.sort, row, loaded[-1])]
             self.post_message(JobsLoaded(query, rows, False, refreshed, has_more, dlq_matches))
         finally:
             self.fetching = False
@@ -230,44 +231,41 @@ class JobsScreen(AwaScreen):
     def update_status(self) -> None:
         if not self.is_mounted:
             return
-        table = self.table
         connection = self.awa.connection
-        parts = []
-        if connection.lost and connection.refreshed_at is not None:
-            parts.append(f"STALE: rows as of {clock_time(connection.refreshed_at)}")
-        if table.jobs:
-            parts.append(f"{len(table.jobs):,} {self.query_state.describe()} shown, newest first")
-        else:
-            parts.append(f"No {self.query_state.describe()}")
-        if self.has_more:
-            parts.append("more below (n)")
-        if self.dlq_matches:
-            parts.append(f"{self.dlq_matches:,} dead-lettered also match: DLQ tab (0)")
-        if self.query_state.filter_text:  # the counts come from storage.counting, unfiltered
-            parts.append("tab counts are of every job, not this filter")
-        if self.marks:
-            parts.append(f"{len(self.marks)} marked")
-        live = (
-            "live refresh paused (p)"
-            if self.paused
-            else f"live refresh every {self.interval:g}s (p pauses, +/-)"
+        refreshed = connection.refreshed_at if connection.lost else None
+        status = BrowserStatus(
+            query=self.query_state,
+            shown=len(self.table.jobs),
+            has_more=self.has_more,
+            dlq_matches=self.dlq_matches,
+            marked=len(self.marks),
+            stale_since=clock_time(refreshed) if refreshed is not None else None,
+            paused=self.paused,
+            interval=self.interval,
+            note=self.note,
         )
-        parts.append(live)
-        parts.append("1-0 tabs · ? keys · ctrl+p palette")
-        self.query_one("#status", Static).update(" · ".join(parts))
+        self.query_one("#status", Static).update(status.text())
+
+    def show_query(self, query: JobQuery) -> None:
+        """Switch to ``query``; on a tab that cannot be read in its order, newest first."""
+        self.query_state, self.note = fitted(query)
+        self.update_status()
 
     # -- events -------------------------------------------------------------------------------
     @on(StateTabs.TabSelected)
     def _tab_selected(self, event: StateTabs.TabSelected) -> None:
-        self.query_state = self.query_state.with_tab(event.tab)
+        self.show_query(self.query_state.with_tab(event.tab))
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         try:
-            self.query_state = self.query_state.with_filter(event.value)
-        except FilterSyntaxError as exc:
+            query = self.query_state.with_filter(event.value, self.awa.now())
+        except FilterSyntaxError as exc:  # the previous filter stays, and says why
+            self.note = f"{exc} The previous filter stays."
+            self.update_status()
             self.notify(str(exc), title="Filter", severity="warning")
             return
+        self.show_query(query)
         self.table.focus()
 
     @on(DataTable.RowSelected, "#jobs")
@@ -314,10 +312,24 @@ class JobsScreen(AwaScreen):
         self.query_one(FilterBar).focus()
 
     def action_tab(self, delta: int) -> None:
-        self.query_state = self.query_state.with_tab(self.query_one(StateTabs).step(delta))
+        self.show_query(self.query_state.with_tab(self.query_one(StateTabs).step(delta)))
 
     def action_select_tab(self, tab: str) -> None:
-        self.query_state = self.query_state.with_tab(tab)
+        self.show_query(self.query_state.with_tab(tab))
+
+    def action_sort(self) -> None:
+        self.show_query(next_sort(self.query_state))
+
+    def action_reverse(self) -> None:
+        order = self.query_state.sort
+        query = self.query_state.with_sort(SortOrder(order.column, not order.descending))
+        refusal = query.sort_refusal()
+        if refusal is not None:
+            self.note = refusal
+            self.update_status()
+            self.notify(refusal, title="Sort", severity="warning")
+            return
+        self.show_query(query)
 
     def action_toggle_mark(self) -> None:
         job = self.table.current_job
@@ -354,7 +366,7 @@ class JobsScreen(AwaScreen):
             self.update_status()
             self.refresh_bindings()
         elif self.query_state.filter_text:
-            self.query_state = self.query_state.with_filter("")
+            self.show_query(self.query_state.with_filter("", self.awa.now()))
 
     def action_copy(self) -> None:
         job = self.table.current_job

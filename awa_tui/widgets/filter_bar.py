@@ -1,4 +1,5 @@
-"""The browser's filter: ``kind:``, ``queue:``, ``id:`` and free text."""
+"""The browser's filter: ``kind:``, ``queue:``, ``id:``, ``since:``, ``before:``, ``sort:`` and
+free text."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from textual.widgets import Input
 from awa_tui.resilience import Guarded
 
 PLACEHOLDER = (
-    "/ to filter: kind:send_email queue:mail id:42 or any text (enter applies, esc leaves)"
+    "/ to filter: kind:send_email queue:mail id:42 since:1h sort:-when or any text"
+    " (enter applies, esc leaves)"
 )
 
 

@@ -22,7 +22,7 @@ from awa_tui.present import (
     state_text,
 )
 from awa_tui.resilience import Guarded
-from storage import JobKindDescriptor, JobRow, JobState
+from storage import JobKindDescriptor, JobRow, JobState, SortColumn, SortOrder
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("mark", " ", 1),
@@ -35,6 +35,7 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("output", "out", 3),
     ("error", "last error", None),
 )
+SORT_COLUMNS = {SortColumn.ID: "id", SortColumn.WHEN: "time", SortColumn.ATTEMPTS: "attempt"}
 ERROR_WIDTH = 60
 MIN_ERROR = 24  # at least this much of the last error stays on screen
 NARROW_KIND = 16
@@ -107,14 +108,25 @@ class JobTable(Guarded, DataTable[Text | str]):
         self.shown_columns: tuple[tuple[str, str, int | None], ...] = ()
         self._marks: Collection[int] = ()
         self._render_ctx: tuple[datetime, Lookup] | None = None
+        self.sort_mark: tuple[str, bool] | None = None
+        """The column key of a non-default order and whether it is descending."""
 
     def on_mount(self) -> None:
         self._set_columns(fit_columns(self.size.width or 200))
 
     def on_resize(self, event: events.Resize) -> None:
         columns = fit_columns(event.size.width)
-        if columns == self.shown_columns:
-            return
+        if columns != self.shown_columns:
+            self._rebuild(columns)
+
+    def mark_sort(self, order: SortOrder) -> None:
+        """Mark the column of an order other than the default (newest first) with ▼ or ▲."""
+        mark = None if order == SortOrder() else (SORT_COLUMNS[order.column], order.descending)
+        if mark != self.sort_mark:
+            self.sort_mark = mark
+            self._rebuild(self.shown_columns)
+
+    def _rebuild(self, columns: tuple[tuple[str, str, int | None], ...]) -> None:
         keep = self.cursor_row
         self.clear(columns=True)
         self._set_columns(columns)
@@ -128,6 +140,8 @@ class JobTable(Guarded, DataTable[Text | str]):
     def _set_columns(self, columns: tuple[tuple[str, str, int | None], ...]) -> None:
         self.shown_columns = columns
         for key, label, width in columns:
+            if self.sort_mark is not None and self.sort_mark[0] == key:
+                label = f"{label} {'▼' if self.sort_mark[1] else '▲'}"
             self.add_column(label, key=key, width=width)
 
     def _cells(

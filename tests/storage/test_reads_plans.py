@@ -16,7 +16,7 @@ import asyncpg
 import orjson
 from pydantic import BaseModel
 
-from storage import Client, Job, listing
+from storage import Client, Job, listing, listing_filter
 from storage.descriptors import KIND_COUNTS
 from storage.sql_shared import UNCLAIMED_READY
 
@@ -76,8 +76,9 @@ async def test_the_available_page_reads_lanes_through_their_index(
     client: Client, conn: asyncpg.Connection
 ) -> None:
     await _loaded_without_lane_statistics(client, conn)
-    params = listing.ListFilter.of().params(None, 50)
-    assert await _scanned_ready_partitions(conn, listing.LIST_AVAILABLE, *params) == set()
+    params = listing_filter.ListFilter.of().params(listing_filter.NO_BEFORE, 50)
+    sql = listing.AVAILABLE.sql(listing_filter.DEFAULT_SORT)
+    assert await _scanned_ready_partitions(conn, sql, *params) == set()
 
 
 async def test_every_read_of_unclaimed_entries_reads_lanes_through_their_index(

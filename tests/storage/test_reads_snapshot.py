@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from storage import Cancel, Client, InvalidFilter, Job, JobPage, JobState, RetryAfter, listing
 from storage.db import Conn
-from storage.listing import ListFilter
+from storage.listing_filter import ListFilter
 from storage.results import WaitForCallback
 
 

@@ -361,6 +361,7 @@ SCREENS: dict[str, Screen] = {
     screen.name: screen
     for screen in (
         Screen("browser"),
+        Screen("browser-since-sorted", keys=("slash", *"since:90m", "enter", "s")),
         Screen("detail", app_options=(("initial_job", 4),)),
         Screen("errors", app_options=(("initial_job", 5),), keys=("e", "o")),
         Screen(

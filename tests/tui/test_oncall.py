@@ -133,7 +133,7 @@ async def test_twelve_smtp_failures_are_one_group_of_twelve_and_retry_together(
             "smtp refused for tenant",
         )
         assert len(jobs.query_one(JobTable).jobs) == 12
-        assert "tab counts are of every job, not this filter" in text_of(jobs.query_one("#status"))
+        assert "tab counts ignore kind/queue/id/text" in text_of(jobs.query_one("#status"))
         await pilot.press("G")
         await settle(pilot)
         await pilot.press("R")  # its worker lists the group, then waits on the confirmation

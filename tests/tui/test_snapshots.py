@@ -26,6 +26,17 @@ def test_browser(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> N
     check(snap_compare, migrated_dsn, schema, SCREENS["browser"])
 
 
+def test_browser_time_range_sorted(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """All tab filtered to `since:90m` (since 08:00 on the pinned clock) and sorted by time,
+    latest first (`s`): the scheduled report (due in 3 days) on top, then each job by its own
+    time column; jobs whose time is before 08:00 are gone and the tab counts follow the range
+    (the status line says so); the `when ▼` header marks the order, the filter bar reads
+    `since:90m sort:-when`."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["browser-since-sorted"])
+
+
 def test_detail_typed_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Job 4 (resize_image, general path, tag "upload"): the summary grid, and the output panel
     labelled "type Thumbnail", "size 79 B of 4,096 B", "fits the schema", the stored JSON text

@@ -19,9 +19,9 @@ def test_filter_grammar() -> None:
     query = parse_filter('kind:send_email queue:mail id:#42 "gateway timeout" eu')
     assert (query.kind, query.queue, query.job_id) == ("send_email", "mail", 42)
     assert query.search == "gateway timeout eu"
-    assert JobQuery(tab="failed").with_filter("kind:x").filter_text == "kind:x"
-    assert JobQuery(tab="dlq").list_kwargs()["dlq"] is True
-    assert JobQuery(tab="failed").list_kwargs()["state"] is JobState.FAILED
+    assert JobQuery(tab="failed").with_filter("kind:x", NOW).filter_text == "kind:x"
+    assert JobQuery(tab="dlq").list_kwargs(NOW)["dlq"] is True
+    assert JobQuery(tab="failed").list_kwargs(NOW)["state"] is JobState.FAILED
     with pytest.raises(FilterSyntaxError):
         parse_filter("id:abc")
     with pytest.raises(FilterSyntaxError):
@@ -33,6 +33,45 @@ def test_filter_grammar() -> None:
     assert parse_filter("back\\slash").search == "back\\slash"
     assert parse_filter("\\").search == "\\"
     assert parse_filter("""kind:x '"'""").search == '"'
+
+
+def test_time_range_and_sort_terms() -> None:
+    query = JobQuery(tab="completed").with_filter("since:90m before:2026-03-15 sort:-when", NOW)
+    bounds = query.list_kwargs(NOW)
+    assert bounds["since"] == NOW - timedelta(minutes=90)
+    assert bounds["before"] == datetime(2026, 3, 15, tzinfo=UTC)  # a date without a zone is UTC
+    assert query.filter_text == "since:90m before:2026-03-15 sort:-when"
+    assert query.describe_sort() == "by finish time, latest first"
+    for term, moment in (
+        ("since:30s", NOW - timedelta(seconds=30)),
+        ("since:2d", NOW - timedelta(days=2)),
+        ("since:1w", NOW - timedelta(weeks=1)),
+        ("since:2026-03-14T09:00", datetime(2026, 3, 14, 9, tzinfo=UTC)),
+        ("since:2026-03-14T09:00+01:00", datetime(2026, 3, 14, 8, tzinfo=UTC)),
+    ):
+        assert parse_filter(term).list_kwargs(NOW)["since"] == moment, term
+    # before: with a duration means "older than": finished more than 2 hours ago
+    assert parse_filter("before:2h").list_kwargs(NOW)["before"] == NOW - timedelta(hours=2)
+    assert parse_filter("sort:id").sort.text == "id"
+    assert parse_filter("sort:-id").filter_text == ""  # the default order is not spelled out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("since:yesterday", "since:yesterday is not a duration (30s, 15m, 1h, 2d, 1w) or an ISO"),
+        ("before:1y", "before:1y is not a duration"),
+        ("since:", "since: needs a value"),
+        ("since:99999999w", "reaches back too far"),
+        ("sort:name", "Cannot sort by 'name'; use one of id, when, attempts"),
+        ("sort:attempts", "Completed jobs cannot be sorted by attempts"),
+        ("sort:id", "Completed jobs cannot be listed oldest id first"),
+        ("since:1h before:2h", "since: must be earlier than before:"),
+    ],
+)
+def test_bad_time_and_sort_terms_say_why(text: str, message: str) -> None:
+    with pytest.raises(FilterSyntaxError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        JobQuery(tab="completed").with_filter(text, NOW)
 
 
 def test_relative_times() -> None:

@@ -1,0 +1,90 @@
+"""The job browser's status line and sort keys, apart from the screen: what the rows are, in
+which order, what the tab counts follow, and how ``s`` / ``o`` move through the orders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from awa_tui.query import NEWEST, JobQuery
+from storage import JobRow, SortColumn, SortOrder
+
+
+@dataclass(frozen=True)
+class BrowserStatus:
+    """Everything the status line says, read from the screen at one moment."""
+
+    query: JobQuery
+    shown: int
+    has_more: bool
+    dlq_matches: int
+    marked: int
+    stale_since: str | None
+    paused: bool
+    interval: float
+    note: str | None
+
+    def text(self) -> str:
+        query = self.query
+        parts = []
+        if self.note:
+            parts.append(self.note)
+        if self.stale_since is not None:
+            parts.append(f"STALE: rows as of {self.stale_since}")
+        if self.shown:
+            parts.append(f"{self.shown:,} {query.describe()} shown, {query.describe_sort()}")
+        else:
+            parts.append(f"No {query.describe()}")
+        if self.has_more:
+            parts.append("more below (n)")
+        if self.dlq_matches:
+            parts.append(f"{self.dlq_matches:,} dead-lettered also match: DLQ tab (0)")
+        parts.extend(counts_note(query))
+        if self.marked:
+            parts.append(f"{self.marked} marked")
+        if self.paused:
+            parts.append("live refresh paused (p)")
+        else:
+            parts.append(f"live refresh every {self.interval:g}s (p pauses, +/-)")
+        parts.append("1-0 tabs · ? keys · ctrl+p palette")
+        return " · ".join(parts)
+
+
+def counts_note(query: JobQuery) -> list[str]:
+    """What the tab counts follow: the time range (``storage.counting`` bounds it by index),
+    never kind, queue, id or text (counting those would read every matching row)."""
+    if query.narrowing:
+        follows = " (they follow the time range)" if query.since or query.before else ""
+        return [f"tab counts ignore kind/queue/id/text{follows}"]
+    if query.since or query.before:
+        return ["tab counts: this time range"]
+    return []
+
+
+def past(order: SortOrder, row: JobRow, last: JobRow) -> bool:
+    """Whether ``row`` sorts after ``last`` (beyond what is loaded) in ``order``."""
+    key, edge = order.key(row), order.key(last)
+    return key < edge if order.descending else key > edge
+
+
+COLUMNS = tuple(SortColumn)
+
+
+def next_sort(query: JobQuery) -> JobQuery:
+    """``s``: the next column this tab's rows can be read in, keeping the direction where the
+    tab allows it (else descending); back to newest first after the last."""
+    current = COLUMNS.index(query.sort.column)
+    for step in range(1, len(COLUMNS)):
+        column = COLUMNS[(current + step) % len(COLUMNS)]
+        for descending in (query.sort.descending, True):
+            candidate = query.with_sort(SortOrder(column, descending))
+            if candidate.sort_refusal() is None:
+                return candidate
+    return query.with_sort(NEWEST)
+
+
+def fitted(query: JobQuery) -> tuple[JobQuery, str | None]:
+    """``query`` on a tab whose rows cannot be read in its order: newest first, and why."""
+    refusal = query.sort_refusal()
+    if refusal is None:
+        return query, None
+    return query.with_sort(NEWEST), f"Sorted newest first: {refusal}"
