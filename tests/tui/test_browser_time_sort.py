@@ -38,7 +38,7 @@ async def test_since_filters_each_tab_and_the_counts_follow(
         await settle(pilot)
         assert screen.query_state.since == "75m"
         assert shown_ids(screen) == completed
-        assert f"Completed {len(completed)}" in text_of(screen.query_one(StateTabs))
+        assert f"Done {len(completed)}" in text_of(screen.query_one(StateTabs))
         assert "tab counts: this time range" in status(app)
 
         await pilot.press("slash", "ctrl+u", *"since:75m kind:send_email", "enter")
