@@ -3,12 +3,14 @@
 Each run inserts N jobs into a fresh schema and runs them with the real runtime until idle:
 no output (baseline), 100 B (ADR-048's gate, next to its baseline in flipping order, ratios
 paired), 4 KiB numeric array and many-key object, general path via tags and via a unique key
-(1/20 the jobs each). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the
-GC's share) and server CPU per job.
+(1/20 the jobs each), handlers that await 50 ms (1/4) or spin 5 ms of CPU (1/20). Workers 0
+means the engine's own sizing (``storage.sizing``). Per run: enqueue, run and lifecycle jobs/s,
+WAL, client CPU (and the GC's share) and server CPU per job.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +21,7 @@ import orjson
 
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
+from storage import Client, Job
 
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
@@ -32,9 +35,11 @@ class Case:
     shape: engine.Shape | None
     general: bool = False
     unique: bool = False  # a unique key per job (general path, plus its unique_keys row)
+    share: int = 1  # runs 1/share of the planned jobs (at least 200)
+    slow: str = ""  # "sleep" (await 50 ms) or "cpu" (5 ms of CPU without awaiting)
 
     def jobs(self, plan_jobs: int) -> int:
-        return max(200, plan_jobs // 20) if self.general else plan_jobs
+        return max(200, plan_jobs // self.share) if self.share > 1 else plan_jobs
 
 
 CASES = (
@@ -42,8 +47,10 @@ CASES = (
     Case("small100", "100 B output, every job", engine.SMALL),
     Case("num4k", "4 KiB numeric array, every job", engine.NUMERIC),
     Case("obj4k", "4 KiB many-key object, every job", engine.MANY_KEYS),
-    Case("general", "general path (tags), no output", None, general=True),
-    Case("unique", "unique key per job, no output", None, general=True, unique=True),
+    Case("general", "general path (tags), no output", None, general=True, share=20),
+    Case("unique", "unique key per job, no output", None, general=True, unique=True, share=20),
+    Case("sleep50", "handler awaits 50 ms, no output", None, share=4, slow="sleep"),
+    Case("cpu5", "handler spins 5 ms of CPU, no output", None, share=20, slow="cpu"),
 )
 BASELINE, GATED = CASES[0], CASES[1]
 
@@ -85,7 +92,11 @@ async def run_once(
 ) -> Run:
     """One measured lifecycle in a fresh schema, checked, then dropped."""
     async with engine.queue_schema(conn, dsn, "bench_lc") as (schema, client):
-        engine.register_handler(client, outputs := values[case.key])
+        outputs = values[case.key]
+        if case.slow:
+            register_slow(client, case.slow)
+        else:
+            engine.register_handler(client, outputs)
         await h.checkpoint(conn)
         server = await h.ServerCpu.find(conn)
         server_started = server.seconds() if server else 0.0
@@ -97,7 +108,9 @@ async def run_once(
                 client, [engine.Noop(i) for i in range(jobs)], **_insert_options(case)
             )
             inserted = time.perf_counter()
-            await client.run_until_idle(concurrency=workers, maintenance_interval=None, **tuned)
+            await client.run_until_idle(
+                concurrency=workers or None, maintenance_interval=None, **tuned
+            )
             finished = time.perf_counter()
         cpu = time.process_time() - cpu_started
         server_cpu = server.seconds() - server_started if server else None
@@ -150,7 +163,7 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
                 h.Stat.of(r.jobs / r.run_s for r in mine),
                 h.Stat.of(r.jobs_per_s for r in mine),
             )
-            row = (case.label, str(w))
+            row = (case.label, str(w or "auto"))
             speed.append((*row, enqueue.fmt(), run.fmt(), life.fmt(), ratio.fmt(".3f"), verdict))
             wal = [r.wal / r.jobs for r in mine]
             wal_diff = h.Stat.paired_diff(
@@ -167,6 +180,19 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
     return [speed, cost]
 
 
+def register_slow(client: Client, slow: str) -> None:
+    """The slow handlers: an await of 50 ms, or 5 ms of this thread's CPU in one go."""
+
+    @client.task(engine.Noop)
+    async def handler(job: Job[engine.Noop]) -> None:
+        if slow == "sleep":
+            await asyncio.sleep(0.05)
+            return
+        until = time.thread_time() + 0.005
+        while time.thread_time() < until:
+            pass
+
+
 def _insert_options(case: Case) -> dict[str, Any]:
     if case.unique:
         return {"unique_key": lambda args: f"k{args.i}"}
@@ -177,7 +203,9 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
     parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     parser.add_argument("--jobs", type=int, help="jobs per run")
-    parser.add_argument("--concurrency", type=int, action="append", help="workers (repeatable)")
+    parser.add_argument(
+        "--concurrency", type=int, action="append", help="workers (repeatable; 0: engine's own)"
+    )
     parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")
     parser.add_argument(
         "--cases", default=",".join(c.key for c in CASES), help="comma-separated case keys"
@@ -188,7 +216,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 async def amain(args: Any) -> int:
     rounds = args.rounds or (3 if args.quick else 11)
     jobs = args.jobs or (5_000 if args.quick else 20_000)
-    workers = args.concurrency or [64, 512]
+    workers = args.concurrency or [0, 512]
     keys = {*args.cases.split(","), BASELINE.key}
     cases = [c for c in CASES if c.key in keys]
     values = {
@@ -206,7 +234,7 @@ async def amain(args: Any) -> int:
             for w, case in round_order(cases, workers, round_no):
                 runs.append(run := await measure(case, case.jobs(jobs), w, round_no))
                 engine.log(
-                    f"round {round_no + 1}/{rounds} {w:>4} workers {case.key:<9}"
+                    f"round {round_no + 1}/{rounds} {w or 'auto':>4} workers {case.key:<9}"
                     f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
     speed, cost = summarise(runs, cases, workers)
