@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -308,12 +309,18 @@ class Runtime:
         await self.host.notices.wait_lost(self.heartbeat_interval)
 
     async def _probe_step(self) -> None:
-        """Measure how late a timer fires: the loop's lag, which sizes the limit."""
+        """Measure how late a timer fires: the loop's lag, which sizes the limit. Only when
+        jobs are held as it fires: a prompt idle loop says nothing about the jobs it will hold.
+
+        Lateness counts only as far as this thread spent the CPU for it (its CPU time past
+        the timer's interval): a timer late because the host gave the process no core is
+        no reason to hold fewer jobs."""
         loop = asyncio.get_running_loop()
-        due = loop.time() + PROBE_SECONDS
+        due, cpu = loop.time() + PROBE_SECONDS, time.thread_time()
         await asyncio.sleep(PROBE_SECONDS)
-        late = loop.time() - due
-        self._lag = late if self._lag is None else max(self._lag, late)
+        late = min(loop.time() - due, time.thread_time() - cpu - PROBE_SECONDS)
+        if self.inflight:
+            self._lag = late if self._lag is None else max(self._lag, late)
 
     async def _sync_step(self) -> None:
         await asyncio.sleep(SYNC_INTERVAL_SECONDS)

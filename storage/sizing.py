@@ -2,14 +2,14 @@
 
 The rule: the runtime holds at most ``limit`` jobs (claimed and not yet finished). ``limit``
 starts at ``FLOOR`` (64, the old fixed default), **doubles** after a claim that came back full
-(the backlog is deeper than what was asked for) while the event loop answered promptly (a timer
-fired under ``LAG_GROW`` late), and **halves** when the loop lagged more than ``LAG_SHRINK``
-(handlers hog the CPU: more of them would only wait), never below ``FLOOR`` nor above the
-ceiling (``AUTO_CEILING``). A user's ``concurrency`` is a hard cap: the ceiling, where the
-limit starts (the user knows the handlers), and the floor too when it is below ``FLOOR``. A
-claim takes the free slots, at most ``claim_cap`` (the user's ``claim_size``, else
-``AUTO_CLAIM``), once half a full claim is free (or nothing runs), so claims and completion
-flushes come in big batches.
+(the backlog is deeper than what was asked for) while the event loop answered promptly (the
+lag probe's timer fired since the previous claim, under ``LAG_GROW`` late), and **halves**
+when the loop lagged more than ``LAG_SHRINK`` (handlers hog the CPU: more of them would only
+wait), never below ``FLOOR`` nor above the ceiling (``AUTO_CEILING``). A user's
+``concurrency`` is a hard cap: the ceiling, where the limit starts (the user knows the
+handlers), and the floor too when it is below ``FLOOR``. A claim takes the free slots, at
+most ``claim_cap`` (the user's ``claim_size``, else ``AUTO_CLAIM``), once half a full claim is
+free (or nothing runs), so claims and completion flushes come in big batches.
 
 Why lag: asyncio handlers that await (I/O, sleeps) are cheap to run by the hundred, and more
 of them means bigger claim and flush batches, so fewer round trips per job; handlers that
@@ -87,9 +87,10 @@ class Sizing:
 
     def next_limit(self, limit: int, *, filled: bool, lag: float | None) -> int:
         """The limit after a claim: ``filled`` when it got all it asked for, ``lag`` the worst
-        timer lateness seen since the previous claim (``None``: no timer fired meanwhile)."""
+        timer lateness seen since the previous claim (``None``: no timer fired meanwhile, so
+        nothing says the loop is prompt: no growth)."""
         if lag is not None and lag > LAG_SHRINK:
             return max(self.floor, min(limit, self.ceiling) // 2)
-        if filled and (lag is None or lag < LAG_GROW):
+        if filled and lag is not None and lag < LAG_GROW:
             return min(self.ceiling, limit * 2)
         return max(self.floor, min(limit, self.ceiling))

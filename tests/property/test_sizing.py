@@ -59,14 +59,14 @@ def test_the_limit_stays_between_the_floor_and_the_ceiling(
 
 def test_the_limit_doubles_after_a_full_claim_while_the_loop_is_prompt() -> None:
     sizing = Sizing(ceiling=200, claim_cap=512)
-    assert sizing.next_limit(64, filled=True, lag=None) == 128
     assert sizing.next_limit(64, filled=True, lag=LAG_GROW / 2) == 128
     assert sizing.next_limit(128, filled=True, lag=0.0) == 200  # capped
 
 
-def test_the_limit_holds_on_a_short_claim_or_a_middling_lag() -> None:
+def test_the_limit_holds_on_a_short_claim_a_middling_lag_or_no_lag_seen() -> None:
     sizing = Sizing(ceiling=1_024, claim_cap=512)
     assert sizing.next_limit(64, filled=False, lag=0.0) == 64
+    assert sizing.next_limit(64, filled=True, lag=None) == 64
     assert sizing.next_limit(64, filled=True, lag=(LAG_GROW + LAG_SHRINK) / 2) == 64
 
 
