@@ -8,7 +8,7 @@ Usage::
     awa-tui serve [--dsn ...] [--schema awa] [--host 127.0.0.1] [--port 8080] [--read-only]
                   [--no-auth]            (the HTTP API; see docs/http-api.md)
     awa-tui worker myapp.jobs:tasks [--dsn ...] [--schema awa] [--queues a,b | a=8,b=2]
-            [--concurrency 64] [--grace 30] [--max-connections 10] [--processes 1]
+            [--concurrency N] [--grace 30] [--max-connections 10] [--processes 1]
     awa-tui --demo
 
 The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq

@@ -50,7 +50,7 @@ class WorkerSettings:
     dsn: str | None
     schema: str
     queues: list[str] | dict[str, int] | None
-    concurrency: int
+    concurrency: int | None  # None: the runtime sizes itself (storage.sizing)
     grace: float
     max_connections: int
     rescue_after: float
@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the queues of the tasks)",
     )
     parser.add_argument(
-        "--concurrency", type=int, default=64, help="handlers running at once (default: 64)"
+        "--concurrency",
+        type=int,
+        help="a cap on jobs held at once (default: sized by the runtime, 64 to 1,024)",
     )
     parser.add_argument(
         "--grace",
@@ -156,7 +158,7 @@ def load_tasks(target: str) -> Tasks:
 
 def settings_from(argv: Sequence[str]) -> WorkerSettings:
     args = build_parser().parse_args(argv)
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1.")
     if args.grace < 0:
         raise UsageError("--grace must be 0 or a number of seconds.")
@@ -239,7 +241,8 @@ async def serve(settings: WorkerSettings) -> int:
         say(
             f"started {settings.target} (pid {os.getpid()}) on {redact_dsn(settings.dsn)}, "
             f"schema {settings.schema}, queues {runtime_queues}, "
-            f"concurrency {settings.concurrency}, {settings.max_connections} connections"
+            f"concurrency {settings.concurrency or 'auto'}, "
+            f"{settings.max_connections} connections"
         )
         while not stop.is_set():
             health = client.health

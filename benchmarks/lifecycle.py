@@ -3,9 +3,10 @@
 Each run inserts N jobs into a fresh schema and runs them with the real runtime until idle:
 no output (baseline), 100 B (ADR-048's gate, next to its baseline in flipping order, ratios
 paired), 4 KiB numeric array and many-key object, general path via tags and via a unique key
-(1/20 the jobs each), no output by ``awa-tui worker --processes 1`` / ``2`` (their CPU counts
-as the client's). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the GC's
-share) and server CPU per job.
+(1/20 the jobs each), handlers that await 50 ms (1/4) or spin 5 ms of CPU (1/20), no output
+by ``awa-tui worker --processes 1`` / ``2`` (their CPU counts as the client's). Workers 0 means
+the engine's own sizing (``storage.sizing``). Per run: enqueue, run and lifecycle jobs/s, WAL,
+client CPU (and the GC's share) and server CPU per job.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import orjson
 
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
-from storage import Job, Tasks
+from storage import Client, Job, Tasks
 
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
@@ -44,9 +45,11 @@ class Case:
     general: bool = False
     unique: bool = False  # a unique key per job (general path, plus its unique_keys row)
     processes: int = 0  # run by `awa-tui worker --processes N` (N x workers), not in-process
+    share: int = 1  # runs 1/share of the planned jobs (at least 200)
+    slow: str = ""  # "sleep" (await 50 ms) or "cpu" (5 ms of CPU without awaiting)
 
     def jobs(self, plan_jobs: int) -> int:
-        return max(200, plan_jobs // 20) if self.general else plan_jobs
+        return max(200, plan_jobs // self.share) if self.share > 1 else plan_jobs
 
 
 CASES = (
@@ -54,10 +57,12 @@ CASES = (
     Case("small100", "100 B output, every job", engine.SMALL),
     Case("num4k", "4 KiB numeric array, every job", engine.NUMERIC),
     Case("obj4k", "4 KiB many-key object, every job", engine.MANY_KEYS),
-    Case("general", "general path (tags), no output", None, general=True),
-    Case("unique", "unique key per job, no output", None, general=True, unique=True),
+    Case("general", "general path (tags), no output", None, general=True, share=20),
+    Case("unique", "unique key per job, no output", None, general=True, unique=True, share=20),
     Case("procs1", "no output, 1 worker process", None, processes=1),
     Case("procs2", "no output, 2 worker processes", None, processes=2),
+    Case("sleep50", "handler awaits 50 ms, no output", None, share=4, slow="sleep"),
+    Case("cpu5", "handler spins 5 ms of CPU, no output", None, share=20, slow="cpu"),
 )
 BASELINE, GATED = CASES[0], CASES[1]
 
@@ -99,7 +104,11 @@ async def run_once(
 ) -> Run:
     """One measured lifecycle in a fresh schema, checked, then dropped."""
     async with engine.queue_schema(conn, dsn, "bench_lc") as (schema, client):
-        engine.register_handler(client, outputs := values[case.key])
+        outputs = values[case.key]
+        if case.slow:
+            register_slow(client, case.slow)
+        else:
+            engine.register_handler(client, outputs)
         await h.checkpoint(conn)
         server = await h.ServerCpu.find(conn)
         server_started = server.seconds() if server else 0.0
@@ -114,10 +123,13 @@ async def run_once(
             )
             inserted = time.perf_counter()
             if case.processes:
-                argv = ["--processes", str(case.processes), "--concurrency", str(workers)]
+                argv = ["--processes", str(case.processes)]
+                argv += ["--concurrency", str(workers)] if workers else []
                 run_s, tree_cpu = await _in_processes(client, conn, dsn, argv, schema, jobs)
             else:
-                await client.run_until_idle(concurrency=workers, maintenance_interval=None, **tuned)
+                await client.run_until_idle(
+                    concurrency=workers or None, maintenance_interval=None, **tuned
+                )
                 run_s, tree_cpu = time.perf_counter() - inserted, 0.0
         cpu = time.process_time() - cpu_started + tree_cpu
         server_cpu = server.seconds() - server_started if server else None
@@ -201,7 +213,7 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
                 h.Stat.of(r.jobs / r.run_s for r in mine),
                 h.Stat.of(r.jobs_per_s for r in mine),
             )
-            row = (case.label, str(w))
+            row = (case.label, str(w or "auto"))
             speed.append((*row, enqueue.fmt(), run.fmt(), life.fmt(), ratio.fmt(".3f"), verdict))
             wal = [r.wal / r.jobs for r in mine]
             wal_diff = h.Stat.paired_diff(
@@ -218,6 +230,19 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
     return [speed, cost]
 
 
+def register_slow(client: Client, slow: str) -> None:
+    """The slow handlers: an await of 50 ms, or 5 ms of this thread's CPU in one go."""
+
+    @client.task(engine.Noop)
+    async def handler(job: Job[engine.Noop]) -> None:
+        if slow == "sleep":
+            await asyncio.sleep(0.05)
+            return
+        until = time.thread_time() + 0.005
+        while time.thread_time() < until:
+            pass
+
+
 def _insert_options(case: Case) -> dict[str, Any]:
     if case.unique:
         return {"unique_key": lambda args: f"k{args.i}"}
@@ -228,7 +253,9 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
     parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
     parser.add_argument("--jobs", type=int, help="jobs per run")
-    parser.add_argument("--concurrency", type=int, action="append", help="workers (repeatable)")
+    parser.add_argument(
+        "--concurrency", type=int, action="append", help="workers (repeatable; 0: engine's own)"
+    )
     parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")
     parser.add_argument(
         "--cases", default=",".join(c.key for c in CASES[:6]), help="comma-separated case keys"
@@ -239,7 +266,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 async def amain(args: Any) -> int:
     rounds = args.rounds or (3 if args.quick else 11)
     jobs = args.jobs or (5_000 if args.quick else 20_000)
-    workers = args.concurrency or [64, 512]
+    workers = args.concurrency or [0, 512]
     keys = {*args.cases.split(","), BASELINE.key}
     cases = [c for c in CASES if c.key in keys]
     values = {
@@ -257,7 +284,7 @@ async def amain(args: Any) -> int:
             for w, case in round_order(cases, workers, round_no):
                 runs.append(run := await measure(case, case.jobs(jobs), w, round_no))
                 engine.log(
-                    f"round {round_no + 1}/{rounds} {w:>4} workers {case.key:<9}"
+                    f"round {round_no + 1}/{rounds} {w or 'auto':>4} workers {case.key:<9}"
                     f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
     speed, cost = summarise(runs, cases, workers)

@@ -117,7 +117,11 @@ async def run_pgboss(dsn: str, window: Window, jobs: int, **options: Any) -> tup
 
 
 SYSTEMS: dict[str, tuple[Callable[..., Awaitable[tuple[float, float]]], dict[str, int]]] = {
-    "ours, defaults (64 workers)": (run_ours, {"concurrency": 64}),
+    "ours, defaults (sized by the engine)": (run_ours, {}),
+    "ours, old defaults (64 workers, claim 256)": (
+        run_ours,
+        {"concurrency": 64, "claim_size": 256},
+    ),
     "ours, 512 workers, claim 512": (run_ours, {"concurrency": 512, "claim_size": 512}),
     "pgqueuer 1.6.0 (64 workers), no output": (run_pgqueuer, {"concurrency": 64}),
     "pg-boss 12.38 (4 workers x batch 256)": (run_pgboss, {"concurrency": 4, "batch": 256}),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from storage.errors import ConfigError, RuntimeFailed
 from storage.health import Health
 from storage.job import Job
 from storage.maintenance import MaintenanceSettings, advance_horizon
+from storage.sizing import PROBE_SECONDS, Sizing
 from storage.sql_shared import OPEN_ATTEMPTS
 from storage.supervise import Supervisor
 from storage.worker_host import WorkerHost
@@ -112,9 +114,7 @@ class Runtime:
         queues: Sequence[str],
         *,
         queue_limits: Mapping[str, int] | None = None,
-        concurrency: int,
-        claim_size: int,
-        claim_threshold: int | None,
+        sizing: Sizing,
         poll_interval: float,
         heartbeat_interval: float,
         deadline_seconds: float,
@@ -125,13 +125,11 @@ class Runtime:
         self.host = host
         self.queues = list(queues)
         # Per-queue caps on running handlers (``start(queues={"mail": 8})``); the total stays
-        # capped by ``concurrency``.
+        # capped by the sizing's ceiling.
         self.queue_limits = dict(queue_limits or {})
-        self.concurrency = concurrency
-        self.claim_size = claim_size
-        # Claim only once this many slots are free (or nothing runs): bigger claim batches
-        # mean fewer compact completion rows and fewer claim round trips.
-        self.claim_threshold = claim_threshold or max(1, min(claim_size, concurrency) // 2)
+        self.sizing = sizing
+        self.limit = sizing.start  # jobs held at most right now (storage.sizing's rule)
+        self._lag: float | None = None  # worst timer lateness since the last claim
         self.poll_interval = poll_interval
         self.heartbeat_interval = heartbeat_interval
         self.deadline_seconds = deadline_seconds
@@ -154,6 +152,7 @@ class Runtime:
             spawn("heartbeat", self._heartbeat_step),
             spawn("listener", self._listener_step),
             spawn("descriptor sync", self._sync_step),
+            spawn("lag probe", self._probe_step),
         ]
         if self.maintenance_interval is not None:
             self._tasks.append(spawn("maintenance", self._maintain_step))
@@ -237,18 +236,18 @@ class Runtime:
 
     async def _dispatch_step(self) -> None:
         """Wait for free slots, claim a batch and start its handlers (or wait for work)."""
-        free = self.concurrency - len(self.inflight)
+        want = self.sizing.to_claim(self.limit, len(self.inflight))
         room = self._queue_room()
-        if free <= 0 or (self.inflight and free < self.claim_threshold) or not room:
+        if not want or not room:
             self._slot_free.clear()
             await self._slot_free.wait()
             return
         # Cleared before the claim: a wake-up that arrives while it runs is kept for the wait.
         self._wake.clear()
         async with self.host.pool.acquire() as conn:
-            jobs = await claim.claim_batch(
-                conn, list(room), min(free, self.claim_size), self.deadline_seconds, room
-            )
+            jobs = await claim.claim_batch(conn, list(room), want, self.deadline_seconds, room)
+        lag, self._lag = self._lag, None
+        self.limit = self.sizing.next_limit(self.limit, filled=len(jobs) == want, lag=lag)
         if jobs:
             self._quiet.clear()
             self._claimed_since_quiet = True
@@ -263,15 +262,14 @@ class Runtime:
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
 
     def _queue_room(self) -> dict[str, int]:
-        """Our queues with room for another handler, and that room (uncapped: ``concurrency``)."""
+        """Our queues with room for another handler, and that room (uncapped: the ceiling)."""
+        ceiling = self.sizing.ceiling
         if not self.queue_limits:
-            return dict.fromkeys(self.queues, self.concurrency)
+            return dict.fromkeys(self.queues, ceiling)
         running: dict[str, int] = {}
         for attempt in self.inflight.values():
             running[attempt.claimed.queue] = running.get(attempt.claimed.queue, 0) + 1
-        room = {
-            q: self.queue_limits.get(q, self.concurrency) - running.get(q, 0) for q in self.queues
-        }
+        room = {q: self.queue_limits.get(q, ceiling) - running.get(q, 0) for q in self.queues}
         return {q: n for q, n in room.items() if n > 0}
 
     async def _advance_horizon_after_work(self) -> None:
@@ -309,6 +307,20 @@ class Runtime:
                 await self.cancel_cancelled(conn, list(self.inflight))
             self._recheck_cancels = False
         await self.host.notices.wait_lost(self.heartbeat_interval)
+
+    async def _probe_step(self) -> None:
+        """Measure how late a timer fires: the loop's lag, which sizes the limit. Only when
+        jobs are held as it fires: a prompt idle loop says nothing about the jobs it will hold.
+
+        Lateness counts only as far as this thread spent the CPU for it (its CPU time past
+        the timer's interval): a timer late because the host gave the process no core is
+        no reason to hold fewer jobs."""
+        loop = asyncio.get_running_loop()
+        due, cpu = loop.time() + PROBE_SECONDS, time.thread_time()
+        await asyncio.sleep(PROBE_SECONDS)
+        late = min(loop.time() - due, time.thread_time() - cpu - PROBE_SECONDS)
+        if self.inflight:
+            self._lag = late if self._lag is None else max(self._lag, late)
 
     async def _sync_step(self) -> None:
         await asyncio.sleep(SYNC_INTERVAL_SECONDS)

@@ -18,6 +18,7 @@ from storage.maintenance import MaintenanceSettings
 from storage.names import check_stored_name
 from storage.runtime import Runtime, queue_limits
 from storage.session import Session
+from storage.sizing import Sizing
 from storage.supervise import describe, is_transient
 from storage.worker_host import WorkerHost
 
@@ -36,8 +37,8 @@ class Worker:
         self,
         queues: Sequence[str] | Mapping[str, int] | None = None,
         *,
-        concurrency: int = 64,
-        claim_size: int = 256,
+        concurrency: int | None = None,
+        claim_size: int | None = None,
         claim_threshold: int | None = None,
         poll_interval: float = 0.05,
         heartbeat_interval: float = 10.0,
@@ -52,6 +53,8 @@ class Worker:
         A start that fails raises and leaves the client as it was: ``start()`` may be called
         again. ``give_up_after``: seconds a background loop may keep failing on connection
         errors before the runtime fails (default: retry for as long as it takes).
+        ``concurrency`` and ``claim_size`` are hard caps; left out, the runtime sizes itself
+        (``storage.sizing``: up to 1,024 jobs held, claims of up to 512).
         """
         if self.runtime is not None:
             if (reason := self.runtime.failed) is not None:
@@ -61,6 +64,7 @@ class Worker:
                 )
             raise AwaError("This client is already running.")
         limits = queue_limits(queues)
+        sized = Sizing.of(concurrency, claim_size, claim_threshold)
         chosen = (
             [check_stored_name(q, "Queue") for q in queues]
             if queues is not None
@@ -70,9 +74,7 @@ class Worker:
             self._host,
             chosen or ["default"],
             queue_limits=limits,
-            concurrency=concurrency,
-            claim_size=claim_size,
-            claim_threshold=claim_threshold,
+            sizing=sized,
             poll_interval=poll_interval,
             heartbeat_interval=heartbeat_interval,
             deadline_seconds=deadline_seconds,
