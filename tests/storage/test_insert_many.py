@@ -1,17 +1,31 @@
-"""``insert_many`` in chunks: order, lanes, notices, iterators, ids, and all-or-nothing."""
+"""``insert_many`` in chunks: order, lanes, notices, iterators, ids, and all-or-nothing; and
+the two server-side changes beside it (the cached dataclass fields, the flush's generic plan)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
 from pydantic import BaseModel
 
-from storage import ArgsValidationError, Client, InvalidOption, Job, JobState, UnknownKind
+from storage import (
+    ArgsValidationError,
+    AwaError,
+    Client,
+    InvalidOption,
+    Job,
+    JobState,
+    UnknownKind,
+)
+from storage.attempt import AttemptRef, CompactCompletion, Outcome
 from storage.bulk_insert import CHUNK
+from storage.claim import claim_batch
+from storage.codec import JsonConversionError, to_json_text
+from storage.compact_writes import complete_compact
 from storage.db import connect_once
 
 BIG = 2 * CHUNK + 500  # three chunks, the last one short
@@ -218,3 +232,53 @@ async def test_a_chunked_insert_wakes_its_queue_once(
 async def test_returning_must_be_rows_or_ids(client: Client) -> None:
     with pytest.raises(InvalidOption, match='returning must be "rows" or "ids"'):
         await client.insert_many([{"n": 1}], kind="a", returning="count")  # type: ignore[call-overload]
+
+
+async def test_bad_options_are_refused_before_any_job_is_read(client: Client) -> None:
+    read: list[int] = []
+
+    def items() -> Iterator[dict[str, int]]:
+        read.append(1)
+        yield {"n": 1}
+
+    with pytest.raises(AwaError, match="Priority must be between 1"):
+        await client.insert_many(items(), kind="a", priority=9)
+    assert read == []
+
+
+@dataclass
+class Point:
+    x: float
+    label: str
+
+
+def test_a_dataclass_converts_the_same_once_its_fields_are_cached() -> None:
+    first = to_json_text(Point(1.5, "a"))
+    assert to_json_text(Point(1.5, "a")) == first == b'{"x":1.5,"label":"a"}'
+    with pytest.raises(JsonConversionError, match=r"\$\.x .*not finite"):
+        to_json_text(Point(float("inf"), "b"))
+
+
+@pytest.mark.usefixtures("handlers")
+async def test_a_compact_flush_plans_generically_inside_its_transaction_only(
+    client: Client,
+) -> None:
+    job = await client.insert(Item(n=1))
+    async with client.pool.acquire() as c:
+        (claimed,) = await claim_batch(c, ["default"], 1, 60)
+        ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
+        item = CompactCompletion(ref, claimed.lane_seq, claimed.attempt, None, False)
+        before = await c.fetchval("SHOW plan_cache_mode")
+        outcome = await complete_compact(c, [item], outputs_supported=True)
+        assert await c.fetchval("SHOW plan_cache_mode") == before == "auto"
+        plans = await c.fetchrow(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE $1",  # a parameter: this statement's text must not match
+            "%INSERT INTO receipt_completion_batches%",
+        )
+    assert plans is not None
+    assert (plans["generic_plans"], plans["custom_plans"]) == (1, 0)
+    assert outcome[ref.key] is Outcome.WRITTEN
+    row = await client.get_job(job.id)
+    assert row is not None
+    assert row.state is JobState.COMPLETED
