@@ -129,8 +129,8 @@ async def insert_all(client: Client, args: Sequence[Any], **options: Any) -> lis
     """Insert ``args`` in ``INSERT_BATCH``-sized ``insert_many`` calls; return the ids."""
     ids: list[int] = []
     for start in range(0, len(args), INSERT_BATCH):
-        rows = await client.insert_many(args[start : start + INSERT_BATCH], **options)
-        ids.extend(row.id for row in rows)
+        batch = args[start : start + INSERT_BATCH]
+        ids.extend(await client.insert_many(batch, returning="ids", **options))
     return ids
 
 

@@ -42,6 +42,7 @@ from storage.errors import (
 from storage.events import JobEvent
 from storage.failure_groups import FailureGroupMembers
 from storage.health import Health, HealthState
+from storage.insert_plan import kind_of
 from storage.job import Job
 from storage.listing_filter import SortColumn, SortOrder
 from storage.maintenance import MaintenanceSettings
@@ -64,7 +65,7 @@ from storage.periodic import PeriodicSchedule
 from storage.redact import redact_dsn, redact_secrets
 from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.schema import Violation, schema_violations
-from storage.tasks import Tasks, TaskSpec, kind_of
+from storage.tasks import Tasks, TaskSpec
 
 __all__ = [
     "MAX_OUTPUT_BYTES",

@@ -194,7 +194,9 @@ def _convert_other(value: object, depth: int) -> object:
         if depth >= MAX_DEPTH:
             raise _too_deep(value)
         out: dict[str, object] = {}
-        for field in dataclasses.fields(value):
+        fields = dataclasses.fields(value)
+        _DATACLASS_FIELDS[type(value)] = tuple(field.name for field in fields)
+        for field in fields:
             try:
                 out[field.name] = _convert(getattr(value, field.name), depth + 1)
             except _Reject as reject:
@@ -216,6 +218,11 @@ def _convert_other(value: object, depth: int) -> object:
     if isinstance(value, set | frozenset):
         raise _Reject(name, f"{name} is not JSON (convert it to a list)")
     raise _Reject(name, f"type {name} cannot be converted to JSON")
+
+
+_DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Field names of the dataclasses the walk has seen: the same dataclass type again converts
+as the dict of its fields."""
 
 
 def _non_finite_path(value: object, depth: int) -> list[str | int] | None:
@@ -346,6 +353,9 @@ def _plain_json_text(value: Any) -> bytes | None:
 
 def to_json_text(value: object) -> bytes:
     """Convert ``value`` and serialize it as compact UTF-8 JSON text, keeping key order."""
+    names = _DATACLASS_FIELDS.get(type(value))
+    if names is not None:  # what the walk makes of it, without the walk (insert_many's args)
+        value = {name: getattr(value, name) for name in names}
     raw = _plain_json_text(value)
     if raw is not None:
         return raw

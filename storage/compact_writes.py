@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from storage.attempt import AttemptKey, CompactCompletion, Outcome
 from storage.db import Conn
-from storage.sql_shared import LOCK_CLAIM_BATCHES
+from storage.sql_shared import LOCK_CLAIM_BATCHES_FOR_FLUSH
 
 MAX_BATCH_OUTPUT_BYTES = 64 * 1024
 OUTPUT_SEPARATOR = "\x1e"  # ASCII record separator; see COMPLETE_COMPACT
@@ -84,8 +84,9 @@ DELETE FROM attempt_state s USING unnest($1::bigint[], $2::bigint[]) AS u(job_id
 
 
 async def lock_claims(conn: Conn, claim_ids: Iterable[int]) -> None:
-    """A compact flush's locks: its claim batches, exclusively, in ascending order."""
-    await conn.execute(LOCK_CLAIM_BATCHES, sorted(set(claim_ids)))
+    """A compact flush's locks: its claim batches, exclusively, in ascending order (and a
+    generic plan for the flush statement, see ``LOCK_CLAIM_BATCHES_FOR_FLUSH``)."""
+    await conn.execute(LOCK_CLAIM_BATCHES_FOR_FLUSH, sorted(set(claim_ids)))
 
 
 def utf8_size(text: str) -> int:

@@ -24,6 +24,7 @@ from storage import (
 from storage.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
 from storage.events import JobEvent
 from storage.failure_groups import FailureGroupMembers
+from storage.insert_plan import kind_of
 from storage.listing_filter import ListFilter, SortOrder, check_text
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import (
@@ -40,7 +41,6 @@ from storage.models import (
 from storage.names import check_stored_name
 from storage.output import output_descriptor
 from storage.session import Session
-from storage.tasks import kind_of
 from storage.worker_host import HandlerSpec
 
 BULK_PAGE = 500

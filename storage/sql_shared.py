@@ -43,6 +43,14 @@ UNLOCK_MAINTENANCE_LEADER = (
     f"SELECT pg_advisory_unlock({MAINTENANCE_LEADER_LOCK_CLASS}, hashtext(current_schema()))"
 )
 LOCK_CLAIM_BATCHES = "SELECT pg_advisory_xact_lock(c) FROM unnest($1::bigint[]) AS c ORDER BY c"
+# A compact flush's locks, and a generic plan for the rest of its transaction: under the
+# default plan_cache_mode the server planned the flush statement afresh on every flush (110
+# custom plans of 110 in pg_prepared_statements), about 2 ms of a 256-job flush. Set here,
+# transaction-local, it costs no extra round trip.
+LOCK_CLAIM_BATCHES_FOR_FLUSH = (
+    "SELECT pg_advisory_xact_lock(c), set_config('plan_cache_mode', 'force_generic_plan', true)"
+    " FROM unnest($1::bigint[]) AS c ORDER BY c"
+)
 LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
 
 # Notifications on the schema's channels (``names.channel`` spells the same names for LISTEN).

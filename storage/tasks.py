@@ -8,28 +8,18 @@ without it gets its own, and ``client.task(...)`` adds to whichever it holds.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage import unique
-from storage.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
-from storage.enqueue import KeyedJob, NewJob
-from storage.errors import ArgsValidationError, AwaError, InvalidOption, UnknownKind
+from storage.enqueue import NewJob
+from storage.errors import AwaError
+from storage.insert_plan import InsertPlan, kind_of
 from storage.job import Job
 from storage.models import JobRow
 from storage.names import check_stored_name
-from storage.payload import build_payload
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
-
-_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
-
-
-def kind_of(args_type: type) -> str:
-    """``SyncInventory`` -> ``sync_inventory``."""
-    return _CAMEL.sub("_", args_type.__name__).lower()
 
 
 @dataclass(frozen=True)
@@ -121,57 +111,9 @@ class Tasks:
         return jobs
 
     def build_job(self, args: Any, options: dict[str, Any]) -> NewJob:
-        """Validate and serialize one job (inserts and ``Job.stage`` both use it)."""
-        options = dict(options)
-        kind = options.pop("kind", None)
-        queue = options.pop("queue", None)
-        priority = options.pop("priority", 2)
-        max_attempts = options.pop("max_attempts", 25)
-        run_at = options.pop("run_at", None)
-        tags = options.pop("tags", ())
-        metadata = options.pop("metadata", None)
-        unique_key = options.pop("unique_key", None)
-        if callable(unique_key):  # insert_many: a key per row, computed from its args
-            unique_key = unique_key(args)
-        states = options.pop("unique_states", None)
-        if options:
-            raise AwaError(f"Unknown insert option(s): {', '.join(sorted(options))}.")
-        if kind is None:
-            if isinstance(args, dict):
-                raise UnknownKind("A job given as a dict needs kind=...")
-            kind = kind_of(type(args))
-        check_stored_name(kind, "Kind")
-        if queue is not None:
-            check_stored_name(queue, "Queue")
-        spec = self._specs.get(kind)
-        if spec is not None and spec.args_type is not None and not isinstance(args, spec.args_type):
-            try:
-                decode_value(args, spec.args_type)
-            except (JsonDecodeMismatch, TypeError) as exc:
-                raise ArgsValidationError(
-                    f"Args for kind {kind!r} do not match {spec.args_type_name}: {exc}"
-                ) from exc
-        if not 1 <= priority <= 4:
-            raise AwaError(f"Priority must be between 1 (highest) and 4, not {priority}.")
-        if max_attempts < 1:
-            raise AwaError(f"max_attempts must be at least 1, not {max_attempts}.")
-        if unique_key is not None:
-            check_stored_name(unique_key, "Unique key")
-        elif states is not None:
-            raise InvalidOption("unique_states= needs a unique_key=; nothing was inserted.")
-        try:
-            args_json = to_json_text(args)
-        except JsonConversionError as exc:
-            raise ArgsValidationError(f"Args for kind {kind!r} cannot be stored: {exc}") from exc
-        job = (
-            kind,
-            queue or (spec.queue if spec else "default"),
-            args_json,
-            priority,
-            max_attempts,
-            run_at,
-            build_payload(metadata=metadata, tags=tuple(tags)),
-        )
-        if unique_key is None:
-            return NewJob(*job)
-        return KeyedJob(*job, unique_key, unique.resolve_states(states))
+        """Validate and serialize one job (``Job.stage``, periodic jobs)."""
+        return InsertPlan(self._specs, options).job(args)
+
+    def plan(self, options: dict[str, Any]) -> InsertPlan:
+        """The checked options of one insert call (``storage.insert_plan``)."""
+        return InsertPlan(self._specs, options)
