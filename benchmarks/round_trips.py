@@ -161,7 +161,7 @@ def scenarios(jobs: int) -> list[tuple[str, int, Scenario]]:
 async def amain(args: Any) -> int:
     started = time.perf_counter()
     jobs = 200 if args.quick else args.jobs
-    rows = []
+    rows: list[dict[str, Any]] = []
     async with engine.session(args.dsn) as (dsn, conn, meta):
         for label, counted, scenario in scenarios(jobs):
             trace = args.trace and counted == 1
