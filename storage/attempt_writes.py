@@ -1,5 +1,7 @@
-"""Write an attempt's end: the one place a single attempt's closure and its done, deferred
-or DLQ row are written (a flush of many completions is ``compact_writes``).
+"""Write one attempt's end: its closure and its done, deferred or DLQ row. Completions are
+written by one statement for one attempt or many (``general_writes`` on the general path,
+``compact_writes`` on the compact one); ``complete_general`` runs the general one for a single
+attempt with its staged follow-ups.
 
 Every write takes the attempt's advisory locks (its claim batch shared, then its job
 exclusively; transaction-scoped), then writes only if the attempt is still open: its claim

@@ -1,9 +1,10 @@
 """Callbacks: registration by a running attempt, and the external calls that answer them.
 
 External calls are guarded by the callback id and, when given, the run lease. They go through
-the same guard as the runtime (``storage.attempt_writes``), so an
-external completion is one more lease-guarded completion: it stores its own validated output,
-never the handler's. Each one notifies the callback's channel, so a handler still waiting in
+the same guard as the runtime (``storage.attempt_writes``; a completion through
+``storage.general_writes``, whose statement also checks the callback), so an external
+completion is one more lease-guarded completion: it stores its own validated output, never
+the handler's. Each one notifies the callback's channel, so a handler still waiting in
 ``wait_for_callback`` learns at once that its attempt ended (its own completion is stale).
 """
 
