@@ -28,23 +28,31 @@ from storage.names import CHANNEL_PREFIXES
 from storage.sql_shared import LOCK_ATTEMPTS
 
 # $1..$5: the attempts and what they publish; $6: the closure outcome; $7: a callback id the
-# attempt must still be waiting for (external completion), else NULL. The done row carries
-# the ready row's payload only when completion changed it (progress is cleared).
+# attempt must still be waiting for (external completion), else NULL; $8: the attempts' claim
+# batches. The claim batches and their compact completions are read once, by claim_id, and
+# materialized (as in ``compact_writes``): probed per attempt, a plan can read a partition of
+# batches per attempt. The done row carries the ready row's payload only when completion
+# changed it (progress is cleared).
 COMPLETE = """
 WITH req AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[], $5::json[])
         AS q(job_id, run_lease, claim_id, attempt, output)
+), claimed AS MATERIALIZED (
+    SELECT cb.claim_id, u.job_id, u.run_lease
+      FROM claim_batches cb, unnest(cb.job_ids, cb.run_leases) AS u(job_id, run_lease)
+     WHERE cb.claim_id = ANY($8::bigint[])
+), done_before AS MATERIALIZED (
+    SELECT b.claim_id, u.job_id
+      FROM receipt_completion_batches b, unnest(b.job_ids) AS u(job_id)
+     WHERE b.claim_id = ANY($8::bigint[])
 ), open AS MATERIALIZED (
     SELECT q.claim_id, q.attempt AS done_attempt, q.output, r.*
       FROM req q
+      JOIN claimed c USING (claim_id, job_id, run_lease)
       JOIN ready_entries r ON r.job_id = q.job_id AND r.run_lease = q.run_lease
-     WHERE EXISTS (SELECT 1 FROM claim_batches cb
-                    WHERE cb.claim_id = q.claim_id AND cb.job_ids @> ARRAY[q.job_id]
-                      AND cb.run_leases[array_position(cb.job_ids, q.job_id)] = q.run_lease)
+     WHERE (q.claim_id, q.job_id) NOT IN (SELECT claim_id, job_id FROM done_before)
        AND NOT EXISTS (SELECT 1 FROM attempt_closures c
                         WHERE c.job_id = q.job_id AND c.run_lease = q.run_lease)
-       AND NOT EXISTS (SELECT 1 FROM receipt_completion_batches b
-                        WHERE b.claim_id = q.claim_id AND b.job_ids @> ARRAY[q.job_id])
        AND ($7::text IS NULL
             OR EXISTS (SELECT 1 FROM attempt_state s
                         WHERE s.job_id = q.job_id AND s.run_lease = q.run_lease
@@ -77,12 +85,18 @@ RELEASE_KEYS = """, released AS (
        AND NOT ('completed' = ANY(k.states))
 )"""
 
-# Many attempts: which were written, and how the others were closed before (if they were).
+# Many attempts: which were written, and how the others were closed before (if they were),
+# probed per attempt not written (none, usually) so no plan reads every closure.
 ANSWER_OUTCOMES = """
 SELECT job_id, NULL::text AS closed_with FROM open
 UNION ALL
-SELECT c.job_id, c.outcome FROM attempt_closures c
-  JOIN req q ON q.job_id = c.job_id AND q.run_lease = c.run_lease AND q.claim_id = c.claim_id
+SELECT q.job_id, c.outcome
+  FROM req q
+  JOIN LATERAL (SELECT c.outcome FROM attempt_closures c
+                 WHERE c.job_id = q.job_id AND c.run_lease = q.run_lease
+                   AND c.claim_id = q.claim_id
+                 LIMIT 1) c ON true
+ WHERE NOT EXISTS (SELECT 1 FROM open o WHERE o.job_id = q.job_id)
 """
 
 # One external completion: the completed row as ``reads`` would build it (no re-read), and
@@ -128,13 +142,18 @@ async def lock(conn: Conn, refs: Sequence[AttemptRef]) -> None:
     await conn.execute(LOCK_ATTEMPTS, claims + [-j for j in jobs])
 
 
-def _arguments(items: Sequence[GeneralCompletion], outputs_supported: bool) -> list[Any]:
+def _arguments(
+    items: Sequence[GeneralCompletion], outputs_supported: bool, closure: str, callback: str | None
+) -> list[Any]:
     return [
         [i.ref.job_id for i in items],
         [i.ref.run_lease for i in items],
         [i.ref.claim_id for i in items],
         [i.attempt for i in items],
         [i.output_text if outputs_supported else None for i in items],
+        closure,
+        callback,
+        sorted({i.ref.claim_id for i in items}),
     ]
 
 
@@ -149,9 +168,7 @@ async def write_many(
     keyed = any(i.keyed for i in items)
     rows = await conn.fetch(
         COMPLETE_MANY_SQL[outputs_supported, keyed],
-        *_arguments(items, outputs_supported),
-        closure,
-        None,
+        *_arguments(items, outputs_supported, closure, None),
     )
     written = {r["job_id"]: r["closed_with"] for r in rows}
     return {
@@ -181,8 +198,6 @@ async def write_external(
     completed row's columns, or None when nothing was written."""
     row: asyncpg.Record | None = await conn.fetchrow(
         COMPLETE_EXTERNAL_SQL[outputs_supported, item.keyed],
-        *_arguments([item], outputs_supported),
-        "completed_external",
-        callback_id,
+        *_arguments([item], outputs_supported, "completed_external", callback_id),
     )
     return row
