@@ -7,8 +7,8 @@ writes only for attempts still open (claimed, no closure row, in no compact comp
 batch). An attempt that is not open gets nothing: its outcome is ``ALREADY`` when its own
 executor closed it (a flush retried after a lost acknowledgement), else ``STALE``.
 
-One transaction, three statements for any number of attempts: the locks, ``COMPLETE`` and the
-commit. The batcher flushes the runtime's general completions through ``complete_many``; a
+One transaction of four statements for any number of attempts: BEGIN, the locks, ``COMPLETE``
+and COMMIT. The batcher flushes the runtime's general completions through ``complete_many``; a
 completion with staged follow-ups (``attempt_writes.complete_general``) and an external
 completion (``callbacks``, which adds its callback guard and the notice) run the same
 statement for one attempt.
@@ -88,9 +88,9 @@ RELEASE_KEYS = """, released AS (
 # Many attempts: which were written, and how the others were closed before (if they were),
 # probed per attempt not written (none, usually) so no plan reads every closure.
 ANSWER_OUTCOMES = """
-SELECT job_id, NULL::text AS closed_with FROM open
+SELECT job_id, run_lease, NULL::text AS closed_with FROM open
 UNION ALL
-SELECT q.job_id, c.outcome
+SELECT q.job_id, q.run_lease, c.outcome
   FROM req q
   JOIN LATERAL (SELECT c.outcome FROM attempt_closures c
                  WHERE c.job_id = q.job_id AND c.run_lease = q.run_lease
@@ -158,24 +158,22 @@ def _arguments(
 
 
 async def write_many(
-    conn: Conn,
-    items: Sequence[GeneralCompletion],
-    *,
-    outputs_supported: bool,
-    closure: str = "completed",
+    conn: Conn, items: Sequence[GeneralCompletion], *, outputs_supported: bool
 ) -> dict[AttemptKey, Outcome]:
-    """Inside a transaction holding the attempts' locks: complete those still open."""
+    """Inside a transaction holding the attempts' locks: complete those still open. Answers
+    are keyed by attempt, not job: a rescued attempt's late completion can share a flush
+    with its job's next attempt."""
     keyed = any(i.keyed for i in items)
     rows = await conn.fetch(
         COMPLETE_MANY_SQL[outputs_supported, keyed],
-        *_arguments(items, outputs_supported, closure, None),
+        *_arguments(items, outputs_supported, "completed", None),
     )
-    written = {r["job_id"]: r["closed_with"] for r in rows}
+    answers = {AttemptKey(r["job_id"], r["run_lease"]): r["closed_with"] for r in rows}
     return {
         i.ref.key: (
             Outcome.WRITTEN
-            if i.ref.job_id in written and written[i.ref.job_id] is None
-            else outcome_of_rewrite(written.get(i.ref.job_id))
+            if i.ref.key in answers and answers[i.ref.key] is None
+            else outcome_of_rewrite(answers.get(i.ref.key))
         )
         for i in items
     }

@@ -264,3 +264,37 @@ async def test_external_completion_that_loses_the_lock_race_writes_nothing(
     assert row.output is None
     assert await conn.fetchval("SELECT count(*) FROM attempt_closures") == 1
     assert await conn.fetchval("SELECT count(*) FROM done_entries") == 1
+
+
+async def test_a_rescued_attempt_and_its_jobs_next_attempt_in_one_flush_are_told_apart(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """The rescued attempt's late completion is stale and writes nothing; the next attempt of
+    the same job, completed in the same flush, is written with its own output."""
+
+    @client.task(Tagged)
+    async def handle(job: Job[Tagged]) -> None:
+        return None
+
+    job = await client.insert(Tagged(n=1), tags=["t"])
+    async with client.pool.acquire() as c:
+        (old,) = await claim_batch(c, ["default"], 1, 0.0)
+    assert (await client.run_maintenance()).rescued == 1
+    await client.run_maintenance()  # promotes the immediate retry
+    (new,) = await _claim_existing(client)
+    assert (new.job_id, new.run_lease) == (job.id, old.run_lease + 1)
+    batcher = CompletionBatcher(client.pool, client.outputs_supported)
+    late = batcher.submit_general(_item(old, '{"from":"rescued"}'))
+    fresh = batcher.submit_general(_item(new, '{"from":"next"}'))
+    await batcher.drain()
+    assert (late.result(), fresh.result()) == (Outcome.STALE, Outcome.WRITTEN)
+    row = await client.get_job(job.id)
+    assert row is not None
+    assert row.state is JobState.COMPLETED
+    assert row.output == {"from": "next"}
+    assert await conn.fetchval("SELECT count(*) FROM done_entries") == 1
+
+
+async def _claim_existing(client: Client) -> list[ClaimedJob]:
+    async with client.pool.acquire() as c:
+        return await claim_batch(c, ["default"], 1, 1800.0)
