@@ -201,13 +201,7 @@ async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> s
     if await attempt_writes.close_if_open(conn, ref, "cancelled_admin") is None:
         return "INSERT 0 0"
     await attempt_writes.write_done(
-        conn,
-        ref,
-        state=JobState.CANCELLED,
-        attempt=row.attempt,
-        payload=payload,
-        output_text=None,
-        outputs_supported=False,
+        conn, ref, state=JobState.CANCELLED, attempt=row.attempt, payload=payload
     )
     await conn.execute(NOTIFY_CANCEL, f"{row.id}:{row.run_lease}")
     if row.callback is not None:

@@ -74,3 +74,14 @@ class CompactCompletion:
     attempt: int
     output_text: str | None
     has_state: bool
+
+
+@dataclass(frozen=True)
+class GeneralCompletion:
+    """One general-path completion without staged follow-ups, waiting for a flush (or an
+    external completion's write)."""
+
+    ref: AttemptRef
+    attempt: int
+    output_text: str | None
+    keyed: bool  # the job has a unique key, which completion may release

@@ -1,5 +1,7 @@
-"""Write an attempt's end: the one place a single attempt's closure and its done, deferred
-or DLQ row are written (a flush of many completions is ``compact_writes``).
+"""Write one attempt's end: its closure and its done, deferred or DLQ row. Completions are
+written by one statement for one attempt or many (``general_writes`` on the general path,
+``compact_writes`` on the compact one); ``complete_general`` runs the general one for a single
+attempt with its staged follow-ups.
 
 Every write takes the attempt's advisory locks (its claim batch shared, then its job
 exclusively; transaction-scoped), then writes only if the attempt is still open: its claim
@@ -20,12 +22,12 @@ from typing import Any
 
 import asyncpg
 
-from storage import enqueue, unique
-from storage.attempt import AttemptRecord, AttemptRef, Ended, Outcome
+from storage import enqueue, general_writes, unique
+from storage.attempt import AttemptRecord, AttemptRef, Ended, GeneralCompletion, Outcome
 from storage.attempt_rules import Failure, FailurePlan, outcome_of_rewrite, plan_failure
 from storage.db import Conn
 from storage.models import TERMINAL_STATES, JobState
-from storage.payload import Payload, append_error, error_entry, with_progress, without_progress
+from storage.payload import Payload, append_error, error_entry, with_progress
 from storage.sql_shared import LOCK_ATTEMPT
 
 # The general guard: close the attempt if it is still open, drop its attempt state, and hand
@@ -62,11 +64,11 @@ CLOSED_WITH = """
 SELECT outcome FROM attempt_closures WHERE job_id = $1 AND run_lease = $2 AND claim_id = $3
 """
 
+# A failed or cancelled attempt's done row (completions: ``general_writes``).
 WRITE_DONE = """
-INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload %s)
-VALUES ((SELECT current_slot FROM ring_state WHERE ring = 'queue'), $1, $2, $3, $4, now(), $5 %s)
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload)
+VALUES ((SELECT current_slot FROM ring_state WHERE ring = 'queue'), $1, $2, $3, $4, now(), $5)
 """
-WRITE_DONE_SQL = {True: WRITE_DONE % (", output", ", $6"), False: WRITE_DONE % ("", "")}
 
 # A retry or snooze writes the job's next readiness into deferred_jobs with a new run lease.
 WRITE_DEFERRED = """
@@ -132,23 +134,9 @@ async def closed_with(conn: Conn, ref: AttemptRef) -> str | None:
 
 
 async def write_done(
-    conn: Conn,
-    ref: AttemptRef,
-    *,
-    state: str,
-    attempt: int,
-    payload: Payload | None,
-    output_text: str | None,
-    outputs_supported: bool,
+    conn: Conn, ref: AttemptRef, *, state: str, attempt: int, payload: Payload | None
 ) -> None:
-    if outputs_supported:
-        await conn.execute(
-            WRITE_DONE_SQL[True], ref.job_id, ref.run_lease, state, attempt, payload, output_text
-        )
-    else:
-        await conn.execute(
-            WRITE_DONE_SQL[False], ref.job_id, ref.run_lease, state, attempt, payload
-        )
+    await conn.execute(WRITE_DONE, ref.job_id, ref.run_lease, state, attempt, payload)
 
 
 async def write_deferred(
@@ -186,10 +174,11 @@ async def complete_general(
     conn: Conn,
     record: AttemptRecord,
     *,
+    keyed: bool,
     outputs_supported: bool,
-    closure: str = "completed",
 ) -> Ended:
-    """Complete on the general path, inserting staged follow-ups in the same transaction."""
+    """Complete on the general path, inserting staged follow-ups in the same transaction
+    (``keyed``: the job has a unique key, which completion may release)."""
     if record.poisoned is not None:
         return await fail(
             conn,
@@ -198,27 +187,15 @@ async def complete_general(
             f"staged follow-up failed: {record.poisoned}",
             outputs_supported=outputs_supported,
         )
-    try:
-        async with conn.transaction():
-            await lock_attempt(conn, record.ref)
-            opened = await close_if_open(conn, record.ref, closure)
-            if opened is None:
-                raise _Stale
-            if record.staged:
-                await enqueue.insert_jobs(conn, record.staged, now=datetime.now(UTC))
-            payload = without_progress(opened.payload)
-            await write_done(
-                conn,
-                record.ref,
-                state=JobState.COMPLETED,
-                attempt=record.attempt,
-                payload=None if payload == opened.payload else payload,
-                output_text=record.output_text,
-                outputs_supported=outputs_supported,
-            )
-            await _release_key(conn, opened, JobState.COMPLETED)
-    except _Stale:
-        return await _stale_or_already(conn, record.ref)
+    item = GeneralCompletion(record.ref, record.attempt, record.output_text, keyed)
+    async with conn.transaction():
+        await lock_attempt(conn, record.ref)
+        written = await general_writes.write_many(conn, [item], outputs_supported=outputs_supported)
+        outcome = written[record.ref.key]
+        if outcome is Outcome.WRITTEN and record.staged:
+            await enqueue.insert_jobs(conn, record.staged, now=datetime.now(UTC))
+    if outcome is not Outcome.WRITTEN:
+        return Ended(outcome)  # nothing was written
     return Ended(Outcome.WRITTEN, JobState.COMPLETED)
 
 
@@ -298,15 +275,7 @@ async def _write_failed(
             reason=plan.dlq_reason,
         )
         return Ended(Outcome.WRITTEN, JobState.FAILED, dlq_reason=plan.dlq_reason, output_kept=kept)
-    await write_done(
-        conn,
-        record.ref,
-        state=plan.state,
-        attempt=record.attempt,
-        payload=payload,
-        output_text=None,
-        outputs_supported=False,
-    )
+    await write_done(conn, record.ref, state=plan.state, attempt=record.attempt, payload=payload)
     return Ended(Outcome.WRITTEN, plan.state, output_kept=kept)
 
 

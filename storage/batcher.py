@@ -1,5 +1,7 @@
-"""The completion batcher: compact completions are flushed together, at 512 jobs or about 1 ms
-after the first request, in one transaction per flush.
+"""The completion batcher: completions are flushed together, at 512 jobs or about 1 ms after
+the first request, in one transaction per flush: compact ones through ``compact_writes``,
+general-path ones without staged follow-ups through ``general_writes`` (a flush of its own,
+on the same timer).
 
 The batcher owns each request's sealed output until the flush commits and lends it to every
 retry, so a flush retried after a lost connection publishes the same value; a retry that finds
@@ -9,24 +11,59 @@ its own earlier commit reports ``ALREADY`` rather than stale.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 import asyncpg
 
-from storage import compact_writes
-from storage.attempt import AttemptKey, CompactCompletion, Outcome
+from storage import compact_writes, general_writes
+from storage.attempt import AttemptKey, AttemptRef, CompactCompletion, GeneralCompletion, Outcome
+from storage.db import Conn
 from storage.supervise import retry_transient
 
 FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 
 
-Pending = tuple[CompactCompletion, "asyncio.Future[Outcome]"]
+class _Item(Protocol):
+    @property
+    def ref(self) -> AttemptRef: ...
+
+
+T = TypeVar("T", bound=_Item)
+Pending = tuple[T, "asyncio.Future[Outcome]"]
 """A submitted completion and the future its submitter awaits (a tuple: built per job)."""
+Write = Callable[[Conn, Sequence[T], bool], Awaitable[dict[AttemptKey, Outcome]]]
+
+
+class _Queue(Generic[T]):
+    """The completions of one kind waiting for a flush, and how a flush writes them."""
+
+    def __init__(self, write: Write[T], name: str) -> None:
+        self.write = write
+        self.name = name
+        self.pending: list[Pending[T]] = []
+
+    def take(self, size: int) -> list[Pending[T]]:
+        batch, self.pending = self.pending[:size], self.pending[size:]
+        return batch
+
+
+async def _write_compact(
+    conn: Conn, items: Sequence[CompactCompletion], supported: bool
+) -> dict[AttemptKey, Outcome]:
+    return await compact_writes.complete_compact(conn, list(items), outputs_supported=supported)
+
+
+async def _write_general(
+    conn: Conn, items: Sequence[GeneralCompletion], supported: bool
+) -> dict[AttemptKey, Outcome]:
+    return await general_writes.complete_many(conn, items, outputs_supported=supported)
 
 
 class CompletionBatcher:
-    """Collects compact completions and flushes them; ``submit`` resolves after commit."""
+    """Collects completions and flushes them; ``submit`` and ``submit_general`` resolve after
+    commit."""
 
     def __init__(
         self,
@@ -41,15 +78,22 @@ class CompletionBatcher:
         self._outputs_supported = outputs_supported
         self._flush_size = flush_size
         self._flush_delay = flush_delay
-        self._pending: list[Pending] = []
+        self._compact = _Queue[CompactCompletion](_write_compact, "completion flush")
+        self._general = _Queue[GeneralCompletion](_write_general, "general completion flush")
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
         self._gate = asyncio.Semaphore(max_concurrent_flushes)
 
     def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
+        return self._submit(self._compact, item)
+
+    def submit_general(self, item: GeneralCompletion) -> asyncio.Future[Outcome]:
+        return self._submit(self._general, item)
+
+    def _submit(self, queue: _Queue[T], item: T) -> asyncio.Future[Outcome]:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
-        if len(self._pending) >= self._flush_size:
+        queue.pending.append((item, future))
+        if len(queue.pending) >= self._flush_size:
             self._start_flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(
@@ -59,7 +103,7 @@ class CompletionBatcher:
 
     @property
     def idle(self) -> bool:
-        return not self._pending and not self._flushes
+        return not self._compact.pending and not self._general.pending and not self._flushes
 
     async def drain(self) -> None:
         """Flush what is pending and wait for every flush in progress."""
@@ -71,19 +115,21 @@ class CompletionBatcher:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._pending:
-            return
-        batch, self._pending = self._pending[: self._flush_size], self._pending[self._flush_size :]
-        task = asyncio.get_running_loop().create_task(self._flush(batch))
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
-        if self._pending:
-            self._start_flush()
+        self._start(self._compact)
+        self._start(self._general)
 
-    async def _flush(self, batch: list[Pending]) -> None:
+    def _start(self, queue: _Queue[T]) -> None:
+        while queue.pending:
+            task = asyncio.get_running_loop().create_task(
+                self._flush(queue, queue.take(self._flush_size))
+            )
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self, queue: _Queue[T], batch: list[Pending[T]]) -> None:
         async with self._gate:
             try:
-                outcomes = await self._flush_with_retries([item for item, _ in batch])
+                outcomes = await self._flush_with_retries(queue, [item for item, _ in batch])
             except Exception as exc:
                 for _, future in batch:
                     if not future.done():
@@ -94,16 +140,14 @@ class CompletionBatcher:
                 future.set_result(outcomes[item.ref.key])
 
     async def _flush_with_retries(
-        self, items: list[CompactCompletion]
+        self, queue: _Queue[T], items: list[T]
     ) -> dict[AttemptKey, Outcome]:
         async def flush() -> dict[AttemptKey, Outcome]:
             supported = await self._outputs_supported()
             async with self._pool.acquire() as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.
-                return await compact_writes.complete_compact(
-                    conn, items, outputs_supported=supported
-                )
+                return await queue.write(conn, items, supported)
 
         # Transient: the connection or the server (including asyncpg's "another operation is
         # in progress" on a connection killed mid-statement).
-        return await retry_transient("completion flush", flush, stop=self._pool.is_closing)
+        return await retry_transient(queue.name, flush, stop=self._pool.is_closing)

@@ -95,19 +95,15 @@ class CallbackOperations:
         session = self._session
         async with session.connection("complete_external") as conn:
             supported = await session.probe.present(conn)
-            job_id, stored, dropped = await callbacks.complete_external(
+            row, stored, dropped = await callbacks.complete_external(
                 conn,
                 callback_id,
                 opts,
                 outputs_supported=supported,
                 local_models=self._local_models,
             )
-            row = await reads.get_job(conn, job_id, outputs=supported)
         if dropped:
-            session.metrics.dropped(
-                row.kind if row else "unknown", row.queue if row else "", "schema_missing"
-            )
-        assert row is not None
+            session.metrics.dropped(row.kind, row.queue, "schema_missing")
         session.events.emit(
             JobEvent("completed", row.id, row.kind, row.queue, row.output if stored else None)
         )

@@ -1,9 +1,10 @@
 """Callbacks: registration by a running attempt, and the external calls that answer them.
 
 External calls are guarded by the callback id and, when given, the run lease. They go through
-the same guard as the runtime (``storage.attempt_writes``), so an
-external completion is one more lease-guarded completion: it stores its own validated output,
-never the handler's. Each one notifies the callback's channel, so a handler still waiting in
+the same guard as the runtime (``storage.attempt_writes``; a completion through
+``storage.general_writes``, whose statement also checks the callback), so an external
+completion is one more lease-guarded completion: it stores its own validated output, never
+the handler's. Each one notifies the callback's channel, so a handler still waiting in
 ``wait_for_callback`` learns at once that its attempt ended (its own completion is stale).
 """
 
@@ -13,8 +14,8 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from storage import attempt_writes
-from storage.attempt import AttemptRecord, AttemptRef, Outcome
+from storage import attempt_writes, general_writes, reads
+from storage.attempt import AttemptRecord, AttemptRef, GeneralCompletion, Outcome
 from storage.attempt_rules import Failure
 from storage.db import Conn
 from storage.errors import (
@@ -24,10 +25,11 @@ from storage.errors import (
     StaleAttempt,
     UnstorableText,
 )
+from storage.models import JobRow
 from storage.names import unstorable
 from storage.payload import with_progress
 from storage.sql_shared import NOTIFY_CALLBACK
-from storage.typed_output import DeclaredOutput, LocalModels, declared_output, external_output_text
+from storage.typed_output import DeclaredOutput, LocalModels, declaration, external_output_text
 
 REGISTER = """
 INSERT INTO attempt_state AS s (job_id, run_lease, claim_id, callback_id, callback_timeout_at,
@@ -40,15 +42,24 @@ ON CONFLICT (job_id, run_lease) DO UPDATE
 RETURNING callback_id
 """
 
-# The attempt a callback belongs to. Read once to find its claim batch, and again once that
-# batch's advisory lock is held (every transition of the attempt takes it first).
-LOOKUP = """
-SELECT s.job_id, s.run_lease, s.claim_id, s.state, s.callback_resolved, r.kind, r.queue,
-       r.attempt + 1 AS attempt, r.max_attempts, cb.claimed_at AS attempted_at
+# The attempt a callback belongs to, locked (as every transition of it is locked first) in the
+# statement that finds it, with what its kind declares about outputs. The columns are fixed
+# for the attempt's life; whether the callback is still waiting is checked again under the
+# lock: by ``LOOKUP``, or in the completion's own guard.
+LOOKUP_AND_LOCK = """
+SELECT s.job_id, s.run_lease, s.claim_id, s.state, r.kind, r.queue,
+       r.attempt + 1 AS attempt, r.max_attempts, r.unique_key IS NOT NULL AS keyed,
+       cb.claimed_at AS attempted_at,
+       (SELECT to_jsonb(d) -> 'output' FROM awa.job_kind_descriptors d WHERE d.kind = r.kind)
+           AS declared_output,
+       pg_advisory_xact_lock_shared(s.claim_id), pg_advisory_xact_lock(-s.job_id)
   FROM attempt_state s
   JOIN ready_entries r ON r.job_id = s.job_id AND r.run_lease = s.run_lease
   LEFT JOIN claim_batches cb ON cb.claim_id = s.claim_id
- WHERE s.callback_id = $1
+ WHERE s.callback_id = $1 AND NOT s.callback_resolved
+"""
+LOOKUP = """
+SELECT s.state, s.callback_resolved FROM attempt_state s WHERE s.callback_id = $1
 """
 
 HEARTBEAT = """
@@ -128,6 +139,8 @@ class CallbackAttempt:
     max_attempts: int
     record: AttemptRecord
     state: str
+    keyed: bool
+    declared_output: dict[str, Any] | None
 
 
 async def register(conn: Conn, ref: AttemptRef, timeout_seconds: float) -> str | None:
@@ -148,15 +161,18 @@ def _checked_id(callback_id: str) -> str:
     return callback_id
 
 
-async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -> CallbackAttempt:
-    """Inside a transaction: find and lock the callback's attempt, or raise."""
-    row = await conn.fetchrow(LOOKUP, _checked_id(callback_id))
-    if row is not None and not row["callback_resolved"]:
-        await attempt_writes.lock_attempt(
-            conn, AttemptRef(row["job_id"], row["run_lease"], row["claim_id"])
-        )
-        row = await conn.fetchrow(LOOKUP, callback_id)  # as of now that the attempt is locked
-    if row is None or row["callback_resolved"]:
+async def _locked_attempt(
+    conn: Conn, callback_id: str, run_lease: int | None, *, recheck: bool = True
+) -> CallbackAttempt:
+    """Inside a transaction: find and lock the callback's attempt, or raise. With
+    ``recheck``, the callback is read again under the lock (its state, and that it is still
+    waiting); without, the caller's guarded write checks that itself."""
+    row = await conn.fetchrow(LOOKUP_AND_LOCK, _checked_id(callback_id))
+    state = None if row is None else row["state"]
+    if row is not None and recheck:
+        now = await conn.fetchrow(LOOKUP, callback_id)  # as of now that the attempt is locked
+        state = None if now is None or now["callback_resolved"] else now["state"]
+    if row is None or state is None:
         raise CallbackNotFound(
             f"No job is waiting for callback {callback_id} (unknown or already resolved)."
         )
@@ -173,7 +189,15 @@ async def _locked_attempt(conn: Conn, callback_id: str, run_lease: int | None) -
         attempted_at=row["attempted_at"],
     )
     return CallbackAttempt(
-        ref, row["kind"], row["queue"], row["attempt"], row["max_attempts"], record, row["state"]
+        ref,
+        row["kind"],
+        row["queue"],
+        row["attempt"],
+        row["max_attempts"],
+        record,
+        state,
+        row["keyed"],
+        row["declared_output"],
     )
 
 
@@ -184,39 +208,37 @@ async def complete_external(
     *,
     outputs_supported: bool,
     local_models: LocalModels,
-) -> tuple[int, str | None, bool]:
+) -> tuple[JobRow, str | None, bool]:
     """Complete the callback's job with ``opts.output``, checked against the job kind's
     declared output (``storage.typed_output``); a refused output raises ``OutputError`` and
     leaves the job waiting.
 
-    Returns (job id, stored output text, whether an output was dropped for lack of columns).
+    Two statements in one transaction: find and lock the attempt (with its kind's
+    declaration), then the guarded completion, which also notifies the callback's channel.
+    Returns (the completed job as ``get_job`` would read it, stored output text, whether an
+    output was dropped for lack of columns).
     """
     async with conn.transaction():
-        attempt = await _locked_attempt(conn, callback_id, opts.run_lease)
+        attempt = await _locked_attempt(conn, callback_id, opts.run_lease, recheck=False)
         if opts.expected_kind is not None and attempt.kind != opts.expected_kind:
             raise OutputError(
                 "wrong_type",
                 f"Job {attempt.ref.job_id} is of kind {attempt.kind!r}, not "
                 f"{opts.expected_kind!r}; nothing was completed.",
             )
-        declared = await declared_output(conn, attempt.kind, local_models)
+        declared = declaration(attempt.declared_output, local_models(attempt.kind))
         if opts.expected_type is not None:
             declared = replace(declared, model=opts.expected_type)
         text = external_output_text(opts.output, declared)
         dropped = text is not None and not outputs_supported
         stored = None if dropped else text
-        ended = await attempt_writes.complete_general(
-            conn,
-            replace(attempt.record, output_text=stored),
-            outputs_supported=outputs_supported,
-            closure="completed_external",
+        item = GeneralCompletion(attempt.ref, attempt.attempt, stored, attempt.keyed)
+        row = await general_writes.write_external(
+            conn, item, callback_id, outputs_supported=outputs_supported
         )
-        if ended.outcome is not Outcome.WRITTEN:
+        if row is None:  # a handler waiting on it learns it is stale from the notice
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
-        await conn.execute(
-            NOTIFY_CALLBACK, callback_id
-        )  # a handler waiting on it learns it is stale
-    return attempt.ref.job_id, stored, dropped
+    return reads.completed_row(row, attempt.record.attempted_at, stored), stored, dropped
 
 
 async def fail_external(

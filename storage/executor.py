@@ -1,9 +1,10 @@
 """The executor: runs one claimed attempt and has its end written.
 
-The handler's verdict picks the write (``attempt_writes`` on the general path, the batcher on
-the compact one; ``attempt_rules`` decides the path and what a failure becomes). The
-attempt's output slot is sealed when the handler returns; the sealed text is then owned by the
-writer (the batcher on the compact path) until its write commits. It sees the client only as a
+The handler's verdict picks the write (the batcher for completions, compact or general;
+``attempt_writes`` for failures, snoozes and completions with staged follow-ups;
+``attempt_rules`` decides the path and what a failure becomes). The attempt's output slot is
+sealed when the handler returns; the sealed text is then owned by the writer (the batcher for
+a completion) until its write commits. It sees the client only as a
 ``WorkerHost``.
 """
 
@@ -18,7 +19,14 @@ from typing import Any
 import orjson
 
 from storage import attempt_writes
-from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Ended, Outcome
+from storage.attempt import (
+    AttemptRecord,
+    AttemptRef,
+    CompactCompletion,
+    Ended,
+    GeneralCompletion,
+    Outcome,
+)
 from storage.attempt_rules import Failure, completes_on_general_path
 from storage.claim import ClaimedJob
 from storage.codec import JsonDecodeMismatch, decode_value
@@ -266,11 +274,18 @@ async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord
         except Exception as exc:
             record.poisoned = f"completed spec failed: {_describe(exc)}"
     if completes_on_general_path(record, claimed.payload, claimed.unique_key):
-        return await _write(
-            host,
-            record,
-            lambda conn: attempt_writes.complete_general(conn, record, outputs_supported=supported),
+        if record.staged or record.poisoned is not None:  # its own transaction, as the rule says
+            return await _write(
+                host,
+                record,
+                lambda conn: attempt_writes.complete_general(
+                    conn, record, keyed=claimed.unique_key is not None, outputs_supported=supported
+                ),
+            )
+        general = GeneralCompletion(
+            record.ref, record.attempt, record.output_text, claimed.unique_key is not None
         )
+        return _COMPACT_ENDED[await host.batcher.submit_general(general)]
     outcome = await host.batcher.submit(
         CompactCompletion(
             ref=record.ref,
@@ -287,7 +302,8 @@ _COMPACT_ENDED = {
     outcome: Ended(outcome, JobState.COMPLETED if outcome is not Outcome.STALE else None)
     for outcome in Outcome
 }
-"""A compact completion's end by outcome: immutable, so shared rather than built per job."""
+"""A flushed (compact or general) completion's end by outcome: immutable, so shared rather
+than built per job."""
 
 
 def _completed_row(claimed: ClaimedJob) -> JobRow:

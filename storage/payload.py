@@ -77,14 +77,6 @@ def append_error(
     return new
 
 
-def without_progress(payload: Payload | None) -> Payload | None:
-    """Completion clears progress."""
-    if not payload or "progress" not in payload:
-        return payload
-    rest = {k: v for k, v in payload.items() if k != "progress"}
-    return rest or None
-
-
 def with_progress(payload: Payload | None, progress: Any) -> Payload | None:
     if progress is None:
         return payload

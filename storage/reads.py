@@ -7,7 +7,10 @@ into aware datetimes.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+
+import asyncpg
 
 from storage.db import Conn
 from storage.models import CallbackInfo, DlqInfo, JobRow, JobState
@@ -186,6 +189,22 @@ async def _claimed(conn: Conn, base: dict[str, Any], outputs: bool) -> JobRow | 
         state=JobState.WAITING_EXTERNAL if waiting else JobState.RUNNING,
         payload=payload,
         callback=callback,
+    )
+
+
+def completed_row(
+    columns: asyncpg.Record, attempted_at: datetime | None, output_text: str | None
+) -> JobRow:
+    """The row ``get_job`` reads for a job its caller just completed on the general path,
+    built from the columns the completion returned (``general_writes.ANSWER_ROW``)."""
+    return _job_row(
+        dict(columns) | {"attempted_at": attempted_at},
+        state=JobState.COMPLETED,
+        finalized_at=columns["finalized_at"],
+        payload=columns["payload"],
+        output_text=output_text,
+        has_output=output_text is not None,
+        storage_path="general",
     )
 
 

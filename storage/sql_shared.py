@@ -14,9 +14,10 @@ Advisory-lock keys. PostgreSQL keeps its two advisory key spaces apart (one ``bi
 - Row locks, one ``bigint``, transaction-scoped: a claim batch is keyed by its ``claim_id``
   (positive: ``claim_id_seq`` starts at 1), a job by minus its ``job_id``, so the two never
   collide. A compact flush takes its claim batches exclusively (ascending); a single-attempt
-  transition takes its claim batch shared and then its job exclusively. Transitions of
-  different jobs of one claim batch run in parallel, and any of them excludes a flush of that
-  batch.
+  transition takes its claim batch shared and then its job exclusively; a general-path flush
+  takes its claim batches shared (ascending) and then its jobs exclusively (ascending).
+  Transitions of different jobs of one claim batch run in parallel, and any of them excludes
+  a compact flush of that batch.
 - Role locks, two ``int4`` (class, object): the class names the role, the object what it is
   held for. Migrations: ``MIGRATIONS_LOCK_CLASS`` (0x617761, ASCII "awa") with object 1, one
   runner per database, transaction-scoped. Maintenance leader: ``MAINTENANCE_LEADER_LOCK_CLASS``
@@ -52,6 +53,14 @@ LOCK_CLAIM_BATCHES_FOR_FLUSH = (
     " FROM unnest($1::bigint[]) AS c ORDER BY c"
 )
 LOCK_ATTEMPT = "SELECT pg_advisory_xact_lock_shared($1::bigint), pg_advisory_xact_lock(-$2::bigint)"
+# Many attempts' locks in one statement, in the order given: the caller passes their claim
+# batches ascending (taken shared), then minus their job ids by ascending job id (taken
+# exclusively), so it orders its locks as a single attempt does and as every other taker of
+# several.
+LOCK_ATTEMPTS = """
+SELECT CASE WHEN u.k > 0 THEN pg_advisory_xact_lock_shared(u.k) ELSE pg_advisory_xact_lock(u.k) END
+  FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n) ORDER BY u.n
+"""
 
 # Notifications on the schema's channels (``names.channel`` spells the same names for LISTEN).
 # The callback channel carries a callback id: a handler waiting in wait_for_callback wakes,

@@ -54,11 +54,16 @@ async def declared_output(conn: Conn, kind: str, local: LocalModels) -> Declared
     process with an outdated class does not decide for the published one.
     """
     published = (await descriptors.fetch(conn, kind)).get(kind)
-    model = local(kind)
-    if published is not None and published.output is not None:
-        declared = DeclaredOutput(published.output)
+    return declaration(None if published is None else published.output, local(kind))
+
+
+def declaration(published: dict[str, Any] | None, model: type[Any] | None) -> DeclaredOutput:
+    """``declared_output`` from a descriptor's ``output`` the caller read already, and the
+    model class this process registered for the kind (or None)."""
+    if published is not None:
+        declared = DeclaredOutput(published)
         if model is not None and declared.type_name == type_name(model):
-            return DeclaredOutput(published.output, model)
+            return DeclaredOutput(published, model)
         return declared
     if model is not None:
         return DeclaredOutput(output_descriptor(model), model)

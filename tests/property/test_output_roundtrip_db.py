@@ -110,6 +110,7 @@ async def test_any_value_fails_set_output_or_reads_back_equal_on_both_paths(
                 None,
                 output_text=text,
             ),
+            keyed=False,
             outputs_supported=True,
         )
     for job_id in (compact.id, general.id):

@@ -158,7 +158,7 @@ async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> Non
     assert new.attempt == 2
     stale = AttemptRecord(AttemptRef(old.job_id, old.run_lease, old.claim_id), 1, 25, None)
     async with client.pool.acquire() as c:
-        ended = await complete_general(c, stale, outputs_supported=True)
+        ended = await complete_general(c, stale, keyed=False, outputs_supported=True)
     assert ended.outcome is Outcome.STALE
     fresh = CompactCompletion(
         AttemptRef(new.job_id, new.run_lease, new.claim_id), new.lane_seq, new.attempt, None, False
@@ -200,8 +200,8 @@ async def test_finalize_retry_after_lost_ack_is_idempotent(
     async with client.pool.acquire() as c:
         first = await complete_compact(c, [item], outputs_supported=True)
         again = await complete_compact(c, [item], outputs_supported=True)
-        g1 = await complete_general(c, record, outputs_supported=True)
-        g2 = await complete_general(c, record, outputs_supported=True)
+        g1 = await complete_general(c, record, keyed=False, outputs_supported=True)
+        g2 = await complete_general(c, record, keyed=False, outputs_supported=True)
     assert first[item.ref.key] is Outcome.WRITTEN
     assert again[item.ref.key] is Outcome.ALREADY
     assert g1.outcome is Outcome.WRITTEN

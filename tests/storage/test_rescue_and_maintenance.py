@@ -203,7 +203,8 @@ async def test_deadline_rescue_retries_then_fails_when_attempts_are_exhausted(
     assert (row.dlq is not None and row.dlq.reason == "max_attempts_exhausted") is dlq
     stale = AttemptRecord(AttemptRef(second.job_id, second.run_lease, second.claim_id), 2, 2, None)
     async with client.pool.acquire() as c:
-        assert (await complete_general(c, stale, outputs_supported=True)).outcome is Outcome.STALE
+        ended = await complete_general(c, stale, keyed=False, outputs_supported=True)
+    assert ended.outcome is Outcome.STALE
     assert await conn.fetchval("SELECT count(*) FROM done_entries WHERE state = 'completed'") == 0
 
 
