@@ -13,11 +13,12 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-from storage import attempt_writes
+from storage import attempt_writes, claim
 from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Ended, Outcome
 from storage.attempt_rules import Failure, completes_on_general_path
 from storage.claim import ClaimedJob
@@ -261,8 +262,11 @@ async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord
         _drop(host, claimed, record.output_text, "schema_missing")
         record.output_text = None
     if host.has_completed_specs(claimed.kind) and record.poisoned is None:
+        row = await _completed_row(host, claimed)
+        if row is None:  # the ready row is gone: the attempt was resolved elsewhere
+            return _COMPACT_ENDED[Outcome.STALE]
         try:
-            record.staged = [*record.staged, *host.completed_follow_ups(_completed_row(claimed))]
+            record.staged = [*record.staged, *host.completed_follow_ups(row)]
         except Exception as exc:
             record.poisoned = f"completed spec failed: {_describe(exc)}"
     if completes_on_general_path(record, claimed.payload, claimed.unique_key):
@@ -290,8 +294,17 @@ _COMPACT_ENDED = {
 """A compact completion's end by outcome: immutable, so shared rather than built per job."""
 
 
-def _completed_row(claimed: ClaimedJob) -> JobRow:
-    """The row a completion spec sees: as completed, with no output."""
+async def _completed_row(host: WorkerHost, claimed: ClaimedJob) -> JobRow | None:
+    """The row a completion spec sees: as completed, with no output (None: the attempt's ready
+    row is gone). Its times are read here, as the claim does not fetch them."""
+
+    async def read() -> tuple[datetime, datetime] | None:
+        async with host.pool.acquire() as conn:
+            return await claim.ready_times(conn, claimed.job_id, claimed.run_lease)
+
+    times = await retry_transient(f"read of job {claimed.job_id}", read, stop=host.pool.is_closing)
+    if times is None:
+        return None
     payload = claimed.payload or {}
     return JobRow(
         id=claimed.job_id,
@@ -303,8 +316,8 @@ def _completed_row(claimed: ClaimedJob) -> JobRow:
         attempt=claimed.attempt,
         max_attempts=claimed.max_attempts,
         run_lease=claimed.run_lease,
-        run_at=claimed.run_at,
-        created_at=claimed.created_at,
+        run_at=times[0],
+        created_at=times[1],
         attempted_at=claimed.claimed_at,
         tags=list(payload.get("tags") or []),
         metadata=dict(payload.get("metadata") or {}),
