@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from storage import compact_writes
-from storage.attempt import AttemptKey, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.supervise import retry_transient
 
 FLUSH_SIZE = 512
@@ -89,14 +89,12 @@ class CompletionBatcher:
                     if not future.done():
                         future.set_exception(exc)
                 return
-        for item, future in batch:
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
             if not future.done():
-                future.set_result(outcomes[item.ref.key])
+                future.set_result(outcome)
 
-    async def _flush_with_retries(
-        self, items: list[CompactCompletion]
-    ) -> dict[AttemptKey, Outcome]:
-        async def flush() -> dict[AttemptKey, Outcome]:
+    async def _flush_with_retries(self, items: list[CompactCompletion]) -> list[Outcome]:
+        async def flush() -> list[Outcome]:
             supported = await self._outputs_supported()
             async with self._pool.acquire() as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.

@@ -277,11 +277,12 @@ async def _complete(host: WorkerHost, claimed: ClaimedJob, record: AttemptRecord
         )
     outcome = await host.batcher.submit(
         CompactCompletion(
-            ref=record.ref,
-            lane_seq=claimed.lane_seq,
-            attempt=claimed.attempt,
-            output_text=record.output_text,
-            has_state=host.has_attempt_state(record.ref),
+            claimed.job_id,
+            claimed.run_lease,
+            claimed.claim_id,
+            claimed.lane_seq,
+            record.output_text,
+            host.has_attempt_state(record.ref),
         )
     )
     return _COMPACT_ENDED[outcome]
