@@ -9,7 +9,8 @@ its own earlier commit reports ``ALREADY`` rather than stale.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 import asyncpg
 
@@ -21,8 +22,12 @@ FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 
 
-Pending = tuple[CompactCompletion, "asyncio.Future[Outcome]"]
-"""A submitted completion and the future its submitter awaits (a tuple: built per job)."""
+Done = Callable[[CompactCompletion, "Outcome | Exception"], None]
+"""Told a submitted completion's outcome once its flush committed, or the error that failed
+the flush for good."""
+
+Pending = tuple[CompactCompletion, Done]
+"""A submitted completion and whom to tell (a tuple: built per job)."""
 
 
 class CompletionBatcher:
@@ -46,15 +51,21 @@ class CompletionBatcher:
         self._flushes: set[asyncio.Task[None]] = set()
         self._gate = asyncio.Semaphore(max_concurrent_flushes)
 
-    def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+    def submit_with(self, item: CompactCompletion, done: Done) -> None:
+        """Queue ``item`` for a flush; ``done`` hears its outcome (no future, no wake-up of the
+        submitter: the runtime's attempts end this way)."""
+        self._pending.append((item, done))
         if len(self._pending) >= self._flush_size:
             self._start_flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(
                 self._flush_delay, self._start_flush
             )
+
+    def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
+        """Queue ``item`` for a flush; the future resolves to its outcome after commit."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.submit_with(item, partial(_settle, future))
         return future
 
     @property
@@ -81,17 +92,14 @@ class CompletionBatcher:
             self._start_flush()
 
     async def _flush(self, batch: list[Pending]) -> None:
+        items = [item for item, _ in batch]
         async with self._gate:
             try:
-                outcomes = await self._flush_with_retries([item for item, _ in batch])
+                outcomes: Sequence[Outcome | Exception] = await self._flush_with_retries(items)
             except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            if not future.done():
-                future.set_result(outcome)
+                outcomes = [exc] * len(batch)
+        for (item, done), outcome in zip(batch, outcomes, strict=True):
+            done(item, outcome)
 
     async def _flush_with_retries(self, items: list[CompactCompletion]) -> list[Outcome]:
         async def flush() -> list[Outcome]:
@@ -105,3 +113,12 @@ class CompletionBatcher:
         # Transient: the connection or the server (including asyncpg's "another operation is
         # in progress" on a connection killed mid-statement).
         return await retry_transient("completion flush", flush, stop=self._pool.is_closing)
+
+
+def _settle(future: asyncio.Future[Outcome], _item: object, outcome: Outcome | Exception) -> None:
+    if future.done():  # its waiter gave up
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
