@@ -56,26 +56,33 @@ class _Failed:
 
 def handler_job(claimed: ClaimedJob, spec: HandlerSpec | None, host: WorkerHost) -> Job[Any]:
     """The ``Job`` the handler receives for ``claimed`` (its args decoded to the task's type)."""
-    payload = claimed.payload or {}
     args = claimed.args
     if spec is not None and spec.args_type is not None:
-        args = decode_value(claimed.args, spec.args_type)
+        args = decode_value(args, spec.args_type)
+    payload = claimed.payload
+    if payload is None:  # a plain job: no tags, metadata, errors or progress to copy
+        tags, metadata, errors, progress = [], {}, [], None
+    else:
+        tags, metadata = list(payload.get("tags") or []), dict(payload.get("metadata") or {})
+        errors, progress = dispatch_errors(payload), payload.get("progress")
+    slot = OutputSlot(spec.output_type if spec is not None else None)
+    # Positional, in Job's field order: built once per attempt.
     return Job(
-        id=claimed.job_id,
-        kind=claimed.kind,
-        queue=claimed.queue,
-        args=args,
-        attempt=claimed.attempt,
-        max_attempts=claimed.max_attempts,
-        priority=claimed.priority,
-        run_lease=claimed.run_lease,
-        tags=list(payload.get("tags") or []),
-        metadata=dict(payload.get("metadata") or {}),
-        errors=dispatch_errors(payload),
-        progress=payload.get("progress"),
-        _slot=OutputSlot(expected_type=spec.output_type if spec else None),
-        _services=host,
-        _claim_id=claimed.claim_id,
+        claimed.job_id,
+        claimed.kind,
+        claimed.queue,
+        args,
+        claimed.attempt,
+        claimed.max_attempts,
+        claimed.priority,
+        claimed.run_lease,
+        tags,
+        metadata,
+        errors,
+        progress,
+        slot,
+        host,
+        claimed.claim_id,
     )
 
 
