@@ -100,6 +100,8 @@ class InFlight:
             return
         if ended is not None:
             self.release()
+        else:  # until the flush: the job and this task are done with, so no longer held
+            self.job = self.task = None
 
     def has_state(self) -> bool:
         stated = self.runtime.stated  # empty unless some attempt here has a state row
