@@ -36,8 +36,6 @@ from storage.results import Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.supervise import retry_transient
 from storage.worker_host import HandlerSpec, WorkerHost
 
-Handler = Callable[[Job[Any]], Awaitable[Any]]
-
 
 @dataclass(frozen=True)
 class _Completed:
