@@ -20,6 +20,7 @@ import asyncpg
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
 from storage import Client, Job, WaitForCallback, claim, executor
+from storage.testing import AttemptWaiter
 
 NAME = "round_trips"
 POOL_SIZE = 10
@@ -79,7 +80,7 @@ async def one_attempt(client: Client, counter: StatementCounter, **insert: Any) 
             claimed = await claim.claim_batch(c, ["default"], 1, 1800.0)
 
         async def end(job: Any = claimed[0]) -> None:
-            await executor.run_attempt(client, job)
+            await executor.run_attempt(client, job, AttemptWaiter(client, job))
             await client.batcher.drain()
 
         counted = await counter.count(end())
@@ -101,7 +102,7 @@ async def external(client: Client, counter: StatementCounter) -> tuple[int, int]
     async with client.pool.acquire() as c:
         claimed = await claim.claim_batch(c, ["default"], 2, 1800.0)
     for job in claimed:
-        await executor.run_attempt(client, job)
+        await executor.run_attempt(client, job, AttemptWaiter(client, job))
     await client.complete_external(tokens[0], output={"ok": True})
     return await counter.count(client.complete_external(tokens[1], output={"ok": True}))
 

@@ -65,13 +65,14 @@ class Ended:
     output_kept: bool = False
 
 
-@dataclass(frozen=True)
-class CompactCompletion:
-    """One completion waiting for a compact flush."""
+class CompactCompletion(NamedTuple):
+    """One completion waiting for a compact flush (a tuple: one is built per job, and the
+    flush takes its columns apart with one ``zip``)."""
 
-    ref: AttemptRef
+    job_id: int
+    run_lease: int
+    claim_id: int
     lane_seq: int
-    attempt: int
     output_text: str | None
     has_state: bool
 

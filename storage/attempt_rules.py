@@ -10,6 +10,7 @@ entry; Snooze and WaitForCallback -> discarded (the caller counts them).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -48,15 +49,14 @@ def backoff_seconds(attempt: int, rng: random.Random | None = None) -> float:
 
 
 def completes_on_general_path(
-    record: AttemptRecord, payload: dict[str, Any] | None, unique_key: str | None = None
+    staged: Sequence[object],
+    poisoned: str | None,
+    payload: dict[str, Any] | None,
+    unique_key: str | None = None,
 ) -> bool:
     """A completion with follow-ups, a poisoned stage, a payload to rewrite or a unique key to
     release needs its own transaction; every other completion joins a compact flush."""
-    return (
-        bool(record.staged)
-        or record.poisoned is not None
-        or takes_general_path(payload, unique_key)
-    )
+    return bool(staged) or poisoned is not None or takes_general_path(payload, unique_key)
 
 
 def outcome_of_rewrite(closed_with: str | None) -> Outcome:

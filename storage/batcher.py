@@ -12,35 +12,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, Protocol, TypeVar
+from functools import partial
+from typing import Generic, TypeVar
 
 import asyncpg
 
 from storage import compact_writes, general_writes
-from storage.attempt import AttemptKey, AttemptRef, CompactCompletion, GeneralCompletion, Outcome
+from storage.attempt import CompactCompletion, GeneralCompletion, Outcome
 from storage.db import Conn
 from storage.supervise import retry_transient
 
 FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 
-
-class _Item(Protocol):
-    @property
-    def ref(self) -> AttemptRef: ...
-
-
-T = TypeVar("T", bound=_Item)
-Pending = tuple[T, "asyncio.Future[Outcome]"]
-"""A submitted completion and the future its submitter awaits (a tuple: built per job)."""
-Write = Callable[[Conn, Sequence[T], bool], Awaitable[dict[AttemptKey, Outcome]]]
+T = TypeVar("T", CompactCompletion, GeneralCompletion)
+Done = Callable[[T, "Outcome | Exception"], None]
+"""Told a submitted completion's outcome once its flush committed, or the error that failed
+the flush for good."""
+Pending = tuple[T, Done[T]]
+"""A submitted completion and whom to tell (a tuple: built per job)."""
+Write = Callable[[Conn, list[T], bool], Awaitable[list[Outcome]]]
+"""Writes a flush and answers one outcome per item, in item order."""
 
 
 class _Queue(Generic[T]):
     """The completions of one kind waiting for a flush, and how a flush writes them."""
 
     def __init__(self, write: Write[T], name: str) -> None:
-        self.write = write
+        self.write: Write[T] = write
         self.name = name
         self.pending: list[Pending[T]] = []
 
@@ -50,20 +49,21 @@ class _Queue(Generic[T]):
 
 
 async def _write_compact(
-    conn: Conn, items: Sequence[CompactCompletion], supported: bool
-) -> dict[AttemptKey, Outcome]:
-    return await compact_writes.complete_compact(conn, list(items), outputs_supported=supported)
+    conn: Conn, items: list[CompactCompletion], supported: bool
+) -> list[Outcome]:
+    return await compact_writes.complete_compact(conn, items, outputs_supported=supported)
 
 
 async def _write_general(
-    conn: Conn, items: Sequence[GeneralCompletion], supported: bool
-) -> dict[AttemptKey, Outcome]:
-    return await general_writes.complete_many(conn, items, outputs_supported=supported)
+    conn: Conn, items: list[GeneralCompletion], supported: bool
+) -> list[Outcome]:
+    outcomes = await general_writes.complete_many(conn, items, outputs_supported=supported)
+    return [outcomes[item.ref.key] for item in items]
 
 
 class CompletionBatcher:
     """Collects completions and flushes them; ``submit`` and ``submit_general`` resolve after
-    commit."""
+    commit, ``submit_with`` tells a callback."""
 
     def __init__(
         self,
@@ -84,22 +84,30 @@ class CompletionBatcher:
         self._flushes: set[asyncio.Task[None]] = set()
         self._gate = asyncio.Semaphore(max_concurrent_flushes)
 
+    def submit_with(self, item: CompactCompletion, done: Done[CompactCompletion]) -> None:
+        """Queue ``item`` for a flush; ``done`` hears its outcome (no future, no wake-up of the
+        submitter: the runtime's compact attempts end this way)."""
+        self._submit(self._compact, item, done)
+
     def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
-        return self._submit(self._compact, item)
+        """Queue ``item`` for a flush; the future resolves to its outcome after commit."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._submit(self._compact, item, partial(_settle, future))
+        return future
 
     def submit_general(self, item: GeneralCompletion) -> asyncio.Future[Outcome]:
-        return self._submit(self._general, item)
-
-    def _submit(self, queue: _Queue[T], item: T) -> asyncio.Future[Outcome]:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        queue.pending.append((item, future))
+        self._submit(self._general, item, partial(_settle, future))
+        return future
+
+    def _submit(self, queue: _Queue[T], item: T, done: Done[T]) -> None:
+        queue.pending.append((item, done))
         if len(queue.pending) >= self._flush_size:
             self._start_flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(
                 self._flush_delay, self._start_flush
             )
-        return future
 
     @property
     def idle(self) -> bool:
@@ -127,22 +135,19 @@ class CompletionBatcher:
             task.add_done_callback(self._flushes.discard)
 
     async def _flush(self, queue: _Queue[T], batch: list[Pending[T]]) -> None:
+        items = [item for item, _ in batch]
         async with self._gate:
             try:
-                outcomes = await self._flush_with_retries(queue, [item for item, _ in batch])
+                outcomes: Sequence[Outcome | Exception] = await self._flush_with_retries(
+                    queue, items
+                )
             except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-        for item, future in batch:
-            if not future.done():
-                future.set_result(outcomes[item.ref.key])
+                outcomes = [exc] * len(batch)
+        for (item, done), outcome in zip(batch, outcomes, strict=True):
+            done(item, outcome)
 
-    async def _flush_with_retries(
-        self, queue: _Queue[T], items: list[T]
-    ) -> dict[AttemptKey, Outcome]:
-        async def flush() -> dict[AttemptKey, Outcome]:
+    async def _flush_with_retries(self, queue: _Queue[T], items: list[T]) -> list[Outcome]:
+        async def flush() -> list[Outcome]:
             supported = await self._outputs_supported()
             async with self._pool.acquire() as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.
@@ -150,4 +155,16 @@ class CompletionBatcher:
 
         # Transient: the connection or the server (including asyncpg's "another operation is
         # in progress" on a connection killed mid-statement).
-        return await retry_transient(queue.name, flush, stop=self._pool.is_closing)
+        outcomes: list[Outcome] = await retry_transient(
+            queue.name, flush, stop=self._pool.is_closing
+        )
+        return outcomes
+
+
+def _settle(future: asyncio.Future[Outcome], _item: object, outcome: Outcome | Exception) -> None:
+    if future.done():  # its waiter gave up
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -400,28 +400,31 @@ def decode_value(value: object, target: type[T]) -> T:
 
     Pydantic models are validated, dataclasses built from keywords, other classes checked with
     isinstance; typing constructs isinstance cannot check come back unchecked. Messages name
-    the type and positions, never the value, so the cause is not chained.
+    the type and positions, never the value, so the cause is not chained. This runs once per
+    dispatched job: the checks are C calls (``BaseModel``'s metaclass would answer
+    ``issubclass`` in Python), and the type's name is made only for an error.
     """
-    name = type_name(target)
-    if isinstance(target, type) and issubclass(target, BaseModel):
+    if isinstance(target, type) and BaseModel in target.__mro__:
         try:
-            return cast(T, target.model_validate(value))
+            return cast(T, target.model_validate(value))  # type: ignore[attr-defined]
         except ValidationError as exc:
             errors = exc.errors(include_input=False, include_url=False)
             places = ", ".join(_loc_text(e["loc"], e["type"]) for e in errors[:_SHOWN_ERRORS])
             if len(errors) > _SHOWN_ERRORS:
                 places += f" and {len(errors) - _SHOWN_ERRORS} more"
-            raise JsonDecodeMismatch(name, places) from None
-    if isinstance(target, type) and dataclasses.is_dataclass(target):
+            raise JsonDecodeMismatch(type_name(target), places) from None
+    if isinstance(target, type) and hasattr(target, "__dataclass_fields__"):
         if not isinstance(value, dict):
-            raise JsonDecodeMismatch(name, f"it is built from a JSON object; got {_kind(value)}")
+            detail = f"it is built from a JSON object; got {_kind(value)}"
+            raise JsonDecodeMismatch(type_name(target), detail)
         try:
-            return cast(T, target(**value))
+            return target(**value)
         except (TypeError, ValueError) as exc:
-            raise JsonDecodeMismatch(name, f"its constructor raised {type(exc).__name__}") from None
+            detail = f"its constructor raised {type(exc).__name__}"
+            raise JsonDecodeMismatch(type_name(target), detail) from None
     fits = instance_check(value, target)
     if fits is False:
-        raise JsonDecodeMismatch(name, f"got {_kind(value)}")
+        raise JsonDecodeMismatch(type_name(target), f"got {_kind(value)}")
     if target is float and type(value) is int:
         return cast(T, float(value))
     return cast(T, value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from storage.attempt import AttemptKey, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.db import Conn
 from storage.sql_shared import LOCK_CLAIM_BATCHES_FOR_FLUSH
 
@@ -19,29 +19,38 @@ OUTPUT_SEPARATOR = "\x1e"  # ASCII record separator; see COMPLETE_COMPACT
 # Compact completion: one receipt_completion_batches row per (claim batch, part) and no
 # per-job row. Outputs are aggregated in the same order as job_ids, so a job that drops out
 # as stale shifts nothing.
-# $7 carries the outputs as one text, OUTPUT_SEPARATOR between them and '' for "none" (NULL
+# The request's columns come as array literals in text ('{1,2,3}'): asyncpg checks every
+# element of an array parameter against three abstract base classes, a Python call each. Each
+# attempt's lane_seq and attempt are read from its claim batch, which recorded them.
+# $4 (parts) is NULL when the flush needs one row per claim batch: every part is then 0.
+# $5 carries the outputs as one text, OUTPUT_SEPARATOR between them and '' for "none" (NULL
 # when the flush has none): a json[] parameter cost the client 0.5 µs more per job to encode.
 # The separator, an ASCII control character, cannot appear raw in JSON text, and JSON text is
 # never empty.
+# The answer is one row: the job ids written and those this flush finds already completed
+# (a retry after a lost acknowledgement); any other request is stale.
 COMPLETE_COMPACT = """
 WITH req AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::int[],
-                         $6::int[], string_to_array($7::text, E'\\x1e', '')::json[])
-        AS r(job_id, run_lease, claim_id, lane_seq, attempt, part, output)
+    SELECT * FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::bigint[],
+                         $4::text::int[], string_to_array($5::text, E'\\x1e', '')::json[])
+        AS r(job_id, run_lease, claim_id, part, output)
 -- MATERIALIZED: inlined, the planner re-ran these unnests once per request row, which made
 -- a flush quadratic in its claim batch (120 ms for 512 jobs instead of 18 ms).
 ), claimed AS MATERIALIZED (
-    SELECT cb.claim_id, u.job_id, u.run_lease, cb.queue, cb.priority, cb.lane_lo, cb.lane_hi
-      FROM claim_batches cb, unnest(cb.job_ids, cb.run_leases) AS u(job_id, run_lease)
-     WHERE cb.claim_id = ANY($8::bigint[])
+    SELECT cb.claim_id, u.job_id, u.run_lease, u.lane_seq, u.attempt, cb.queue, cb.priority,
+           cb.lane_lo, cb.lane_hi
+      FROM claim_batches cb,
+           unnest(cb.job_ids, cb.run_leases, cb.lane_seqs, cb.attempts)
+           AS u(job_id, run_lease, lane_seq, attempt)
+     WHERE cb.claim_id = ANY($6::bigint[])
 ), done_before AS MATERIALIZED (
     SELECT b.claim_id, u.job_id
       FROM receipt_completion_batches b, unnest(b.job_ids) AS u(job_id)
-     WHERE b.claim_id = ANY($8::bigint[])
+     WHERE b.claim_id = ANY($6::bigint[])
 ), closed AS (
-    SELECT job_id, run_lease FROM attempt_closures WHERE claim_id = ANY($8::bigint[])
+    SELECT job_id, run_lease FROM attempt_closures WHERE claim_id = ANY($6::bigint[])
 ), open AS (
-    SELECT req.*, c.queue, c.priority, c.lane_lo, c.lane_hi
+    SELECT req.*, c.lane_seq, c.attempt, c.queue, c.priority, c.lane_lo, c.lane_hi
       FROM req
       JOIN claimed c USING (claim_id, job_id, run_lease)
      WHERE (req.claim_id, req.job_id) NOT IN (SELECT claim_id, job_id FROM done_before)
@@ -58,12 +67,11 @@ WITH req AS (
            array_agg(o.attempt ORDER BY o.lane_seq, o.job_id),
            count(*), now() %(outputs_value)s
       FROM open o
-     GROUP BY o.claim_id, o.part, o.queue, o.priority, o.lane_lo, o.lane_hi
+     GROUP BY o.claim_id, COALESCE(o.part, 0), o.queue, o.priority, o.lane_lo, o.lane_hi
     RETURNING job_ids
 )
-SELECT 'written' AS outcome, u.job_id FROM ins, unnest(ins.job_ids) AS u(job_id)
-UNION ALL
-SELECT 'already', d.job_id FROM done_before d JOIN req USING (claim_id, job_id)
+SELECT ARRAY(SELECT u.job_id FROM ins, unnest(ins.job_ids) AS u(job_id)) AS written,
+       ARRAY(SELECT d.job_id FROM done_before d JOIN req USING (claim_id, job_id)) AS already
 """
 _OUTPUTS = {
     True: {
@@ -83,10 +91,10 @@ DELETE FROM attempt_state s USING unnest($1::bigint[], $2::bigint[]) AS u(job_id
 """
 
 
-async def lock_claims(conn: Conn, claim_ids: Iterable[int]) -> None:
-    """A compact flush's locks: its claim batches, exclusively, in ascending order (and a
-    generic plan for the flush statement, see ``LOCK_CLAIM_BATCHES_FOR_FLUSH``)."""
-    await conn.execute(LOCK_CLAIM_BATCHES_FOR_FLUSH, sorted(set(claim_ids)))
+async def lock_claims(conn: Conn, claim_ids: list[int]) -> None:
+    """A compact flush's locks: its claim batches (distinct, ascending), exclusively, and a
+    generic plan for the flush statement (see ``LOCK_CLAIM_BATCHES_FOR_FLUSH``)."""
+    await conn.execute(LOCK_CLAIM_BATCHES_FOR_FLUSH, claim_ids)
 
 
 def utf8_size(text: str) -> int:
@@ -94,21 +102,22 @@ def utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def split_parts(items: list[CompactCompletion], joined: str | None) -> list[int]:
-    """Part number per item: a new batch row once a claim's outputs pass 64 KiB of text.
+def split_parts(items: list[CompactCompletion], joined: str | None) -> list[int] | None:
+    """Part number per item: a new batch row once a claim's outputs pass 64 KiB of text; None
+    when every part is 0.
 
     ``joined`` is every output in one text (separators included, so never shorter): when it
     fits, no claim can need a second row, and no size is taken per item."""
-    parts = [0] * len(items)
     if joined is None or utf8_size(joined) <= MAX_BATCH_OUTPUT_BYTES:
-        return parts
+        return None
+    parts = [0] * len(items)
     sizes = [0 if i.output_text is None else utf8_size(i.output_text) for i in items]
-    order = sorted(range(len(items)), key=lambda i: (items[i].ref.claim_id, items[i].lane_seq))
+    order = sorted(range(len(items)), key=lambda i: (items[i].claim_id, items[i].lane_seq))
     claim, part, size = None, 0, 0
     for i in order:
         item = items[i]
-        if item.ref.claim_id != claim:
-            claim, part, size = item.ref.claim_id, 0, 0
+        if item.claim_id != claim:
+            claim, part, size = item.claim_id, 0, 0
         text_size = sizes[i]
         if size and size + text_size > MAX_BATCH_OUTPUT_BYTES:
             part, size = part + 1, 0
@@ -117,12 +126,18 @@ def split_parts(items: list[CompactCompletion], joined: str | None) -> list[int]
     return parts
 
 
+def array_text(values: Iterable[int]) -> str:
+    """An integer array literal, ``{1,2,3}``: sent as text, it costs no Python call per element."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 async def complete_compact(
     conn: Conn, items: list[CompactCompletion], *, outputs_supported: bool
-) -> dict[AttemptKey, Outcome]:
-    """Complete many attempts on the compact path in one transaction (one flush)."""
-    claim_ids = sorted({item.ref.claim_id for item in items})
-    texts = [i.output_text for i in items]
+) -> list[Outcome]:
+    """Complete many attempts on the compact path in one transaction (one flush); the
+    outcomes come in the order of ``items``."""
+    job_ids, run_leases, claim_ids, _, texts, stated = zip(*items, strict=True)
+    claims = sorted(set(claim_ids))
     outputs = (
         OUTPUT_SEPARATOR.join([t or "" for t in texts])
         if outputs_supported and texts.count(None) < len(texts)
@@ -130,24 +145,42 @@ async def complete_compact(
     )
     parts = split_parts(items, outputs)
     async with conn.transaction():
-        await lock_claims(conn, claim_ids)
-        rows = await conn.fetch(
+        await lock_claims(conn, claims)
+        row = await conn.fetchrow(
             COMPLETE_COMPACT_SQL[outputs_supported],
-            [i.ref.job_id for i in items],
-            [i.ref.run_lease for i in items],
-            [i.ref.claim_id for i in items],
-            [i.lane_seq for i in items],
-            [i.attempt for i in items],
-            parts,
+            array_text(job_ids),
+            array_text(run_leases),
+            array_text(claim_ids),
+            None if parts is None else array_text(parts),
             outputs,
-            claim_ids,
+            claims,
         )
-        written = {r["job_id"]: Outcome(r["outcome"]) for r in rows}
-        stated = [i for i in items if i.has_state and written.get(i.ref.job_id) is Outcome.WRITTEN]
-        if stated:
-            await conn.execute(
-                DROP_ATTEMPT_STATES,
-                [i.ref.job_id for i in stated],
-                [i.ref.run_lease for i in stated],
-            )
-    return {i.ref.key: written.get(i.ref.job_id, Outcome.STALE) for i in items}
+        assert row is not None  # one row, always
+        outcomes = _outcomes(items, row["written"], row["already"])
+        if any(stated):
+            done = [
+                i
+                for i, o in zip(items, outcomes, strict=True)
+                if i.has_state and o is Outcome.WRITTEN
+            ]
+            if done:
+                await conn.execute(
+                    DROP_ATTEMPT_STATES, [i.job_id for i in done], [i.run_lease for i in done]
+                )
+    return outcomes
+
+
+def _outcomes(
+    items: list[CompactCompletion], written: list[int], already: list[int]
+) -> list[Outcome]:
+    if len(written) == len(items):  # the common case: every request written, nothing to match
+        return [Outcome.WRITTEN] * len(items)
+    wrote, found = set(written), set(already)
+    return [
+        Outcome.WRITTEN
+        if i.job_id in wrote
+        else Outcome.ALREADY
+        if i.job_id in found
+        else Outcome.STALE
+        for i in items
+    ]

@@ -24,12 +24,14 @@ class AttemptServices(Protocol):
     async def wait_for_callback(self, job: Job[Any], token: CallbackToken) -> Any: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Job(Generic[A]):
     """One attempt of a job, as its handler sees it.
 
     ``errors`` is the error history with failed outputs stripped: a failed output is a report
     for people, not a checkpoint (progress is the checkpoint).
+
+    One is built per attempt: slotted, and its cancel event made only when someone asks.
     """
 
     id: int
@@ -47,7 +49,7 @@ class Job(Generic[A]):
     _slot: OutputSlot
     _services: AttemptServices | None = None
     _claim_id: int | None = None
-    _cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    _cancel: asyncio.Event | None = None
     _staged: list[NewJob] = field(default_factory=list)
     _poisoned: str | None = None
     _progress_dirty: bool = False
@@ -76,7 +78,14 @@ class Job(Generic[A]):
 
     def is_cancelled(self) -> bool:
         """True once an operator cancelled this job; the handler should stop soon."""
-        return self._cancelled.is_set()
+        return self._cancel is not None and self._cancel.is_set()
+
+    @property
+    def _cancelled(self) -> asyncio.Event:
+        """Set when an operator cancels this job (the runtime sets it; a handler may wait)."""
+        if self._cancel is None:
+            self._cancel = asyncio.Event()
+        return self._cancel
 
     # -- staged follow-ups --------------------------------------------------------------------
     def stage(self, args: Any, **options: Any) -> None:

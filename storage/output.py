@@ -72,11 +72,14 @@ class OutputSlot:
 
     Handlers may record from threads, so state changes under a lock; conversion runs before
     taking it. Calls take effect in the order they reach the lock, so among concurrent calls
-    the last to finish wins, whether it succeeded or failed.
+    the last to finish wins, whether it succeeded or failed. The lock guards a few stores, so
+    every slot shares one (one slot is built per attempt).
     """
 
+    __slots__ = ("_expected_type", "_sealed", "_text")
+    _lock = threading.Lock()
+
     def __init__(self, expected_type: type[Any] | None = None) -> None:
-        self._lock = threading.Lock()
         self._text: str | None = None
         self._sealed = False
         self._expected_type = expected_type

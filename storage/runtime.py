@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storage import claim, executor
-from storage.attempt import AttemptKey, Ended
+from storage.attempt import AttemptKey, CompactCompletion, Outcome
 from storage.claim import ClaimedJob
 from storage.db import Conn
 from storage.descriptors import SYNC_INTERVAL_SECONDS
@@ -73,36 +73,62 @@ SELECT EXISTS (SELECT 1 FROM queue_lanes l
 
 
 class InFlight:
-    """An attempt this runtime claimed and is running (or finalizing).
+    """An attempt this runtime claimed and is running (or finalizing): its ``executor.Tracker``.
 
-    One per job, so slotted, and its own ``started`` hook and done callback (bound methods,
-    not two closures and their cells per job)."""
+    One per job, so slotted; its task runs ``run``, and its slot is freed when the end is
+    written, which for a compact completion is when ``flushed`` hears of it (no future, no
+    done callback, no closure per job)."""
 
-    __slots__ = ("claimed", "job", "key", "runtime", "task")
+    __slots__ = ("claimed", "job", "runtime", "task")
 
-    def __init__(self, runtime: Runtime, key: AttemptKey, claimed: ClaimedJob) -> None:
+    def __init__(self, runtime: Runtime, claimed: ClaimedJob) -> None:
         self.runtime = runtime
-        self.key = key
         self.claimed = claimed
-        self.task: asyncio.Task[Ended] | None = None
+        self.task: asyncio.Task[None] | None = None
         self.job: Job[Any] | None = None  # set once the handler starts; None if it never does
 
     @property
     def running(self) -> bool:
         return self.task is not None and not self.task.done()
 
-    def started(self, job: Job[Any]) -> None:
-        self.job = job
+    async def run(self) -> None:
+        try:
+            ended = await executor.run_attempt(self.runtime.host, self.claimed, self)
+        except asyncio.CancelledError:
+            self.release()
+            raise
+        except Exception as error:
+            self.unfinished(error)
+            return
+        if ended is not None:
+            self.release()
+        else:  # until the flush: the job and this task are done with, so no longer held
+            self.job = self.task = None
 
-    def finished(self, task: asyncio.Task[Ended]) -> None:
-        runtime, key = self.runtime, self.key
+    def has_state(self) -> bool:
+        stated = self.runtime.stated  # empty unless some attempt here has a state row
+        return bool(stated) and (self.claimed.job_id, self.claimed.run_lease) in stated
+
+    def flushed(self, item: CompactCompletion, outcome: Outcome | Exception) -> None:
+        if isinstance(outcome, Exception):
+            self.unfinished(outcome)
+            return
+        self.release()
+        executor.compact_ended(self.runtime.host, self.claimed, item.output_text, outcome)
+
+    def unfinished(self, error: Exception) -> None:
+        self.release()
+        # The class only: a driver error's message can quote the data it choked on.
+        log.error(
+            "attempt of job %s failed to finalize (%s)", self.claimed.job_id, type(error).__name__
+        )
+
+    def release(self) -> None:
+        runtime, key = self.runtime, (self.claimed.job_id, self.claimed.run_lease)
         runtime.inflight.pop(key, None)
         runtime.stated.discard(key)
         runtime._slot_free.set()
         runtime._wake.set()
-        if not task.cancelled() and (error := task.exception()) is not None:
-            # The class only: a driver error's message can quote the data it choked on.
-            log.error("attempt of job %s failed to finalize (%s)", key.job_id, type(error).__name__)
 
 
 class Runtime:
@@ -135,8 +161,9 @@ class Runtime:
         self.deadline_seconds = deadline_seconds
         self.maintenance = maintenance
         self.maintenance_interval = maintenance_interval
-        self.inflight: dict[AttemptKey, InFlight] = {}
-        self.stated: set[AttemptKey] = set()  # attempts with an attempt_state row
+        # Keyed by (job_id, run_lease): plain tuples, equal to the AttemptKey they stand for.
+        self.inflight: dict[tuple[int, int], InFlight] = {}
+        self.stated: set[tuple[int, int]] = set()  # attempts with an attempt_state row
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._quiet = asyncio.Event()
@@ -283,12 +310,8 @@ class Runtime:
         self._claimed_since_quiet = False
 
     def _spawn(self, claimed: ClaimedJob) -> None:
-        key = AttemptKey(claimed.job_id, claimed.run_lease)
-        attempt = self.inflight[key] = InFlight(self, key, claimed)
-        run = executor.run_attempt(self.host, claimed, attempt.started)
-        task = asyncio.get_running_loop().create_task(run)
-        attempt.task = task
-        task.add_done_callback(attempt.finished)
+        attempt = self.inflight[claimed.job_id, claimed.run_lease] = InFlight(self, claimed)
+        attempt.task = asyncio.get_running_loop().create_task(attempt.run())
 
     async def _heartbeat_step(self) -> None:
         await asyncio.sleep(self.heartbeat_interval)
@@ -304,7 +327,7 @@ class Runtime:
         await self.host.ensure_listener()
         if self._recheck_cancels:
             async with self.host.pool.acquire() as conn:
-                await self.cancel_cancelled(conn, list(self.inflight))
+                await self.cancel_cancelled(conn, [AttemptKey(*key) for key in self.inflight])
             self._recheck_cancels = False
         await self.host.notices.wait_lost(self.heartbeat_interval)
 

@@ -7,12 +7,13 @@ unit-testing a handler without a database; its output slot validates with the sa
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from storage import claim, executor
-from storage.attempt import Ended
+from storage.attempt import AttemptRef, CompactCompletion, Ended, Outcome
 from storage.client import Client
 from storage.job import Job
 from storage.models import JobRow
@@ -39,9 +40,33 @@ async def work_one(
         claimed = await claim.claim_batch(conn, list(queues), 1, deadline_seconds)
     if not claimed:
         return None
-    ended = await executor.run_attempt(client, claimed[0])
-    await client.batcher.drain()
+    waiter = AttemptWaiter(client, claimed[0])
+    ended = await executor.run_attempt(client, claimed[0], waiter)
+    if ended is None:  # a compact completion: its end comes with the flush
+        await client.batcher.drain()
+        ended = await waiter.ended
     return WorkResult(ended, await client.get_job(claimed[0].job_id))
+
+
+class AttemptWaiter:
+    """``work_one``'s ``executor.Tracker``: a compact completion's end as a future."""
+
+    def __init__(self, client: Client, claimed: claim.ClaimedJob) -> None:
+        self.client = client
+        self.claimed = claimed
+        self.job: Job[Any] | None = None
+        self.ended: asyncio.Future[Ended] = asyncio.get_running_loop().create_future()
+
+    def has_state(self) -> bool:
+        ref = AttemptRef(self.claimed.job_id, self.claimed.run_lease, self.claimed.claim_id)
+        return self.client.has_attempt_state(ref)
+
+    def flushed(self, item: CompactCompletion, outcome: Outcome | Exception) -> None:
+        if isinstance(outcome, Exception):
+            self.ended.set_exception(outcome)
+        else:
+            ended = executor.compact_ended(self.client, self.claimed, item.output_text, outcome)
+            self.ended.set_result(ended)
 
 
 class HandlerJob(Job[Any]):

@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
-from storage.attempt import AttemptRef, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.batcher import CompletionBatcher
 from storage.claim import claim_batch
 from storage.compact_writes import complete_compact
@@ -39,13 +39,7 @@ async def _claimed_item(client: Client, output: str) -> CompactCompletion:
     await client.insert(Work(n=1), kind="work")
     async with client.pool.acquire() as c:
         (job,) = await claim_batch(c, ["default"], 1, 600)
-    return CompactCompletion(
-        AttemptRef(job.job_id, job.run_lease, job.claim_id),
-        job.lane_seq,
-        job.attempt,
-        output,
-        False,
-    )
+    return CompactCompletion(job.job_id, job.run_lease, job.claim_id, job.lane_seq, output, False)
 
 
 @pytest.fixture
@@ -63,7 +57,7 @@ async def test_flush_connection_killed_before_commit_is_retried_and_publishes_on
     batcher = CompletionBatcher(client.pool, client.outputs_supported)
     async with conn.transaction():
         # Hold the attempt's lock so the flush blocks inside its transaction, then kill it.
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", item.ref.claim_id)
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", item.claim_id)
         future = batcher.submit(item)
         # The flush waits in another backend; pg_locks is the only place that shows it. Each
         # query yields to the event loop, which lets the flush reach its lock wait.
@@ -79,7 +73,7 @@ async def test_flush_connection_killed_before_commit_is_retried_and_publishes_on
         assert killed
     assert await future is Outcome.WRITTEN  # the retry on a new connection committed it
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 1
-    row = await client.get_job(item.ref.job_id)
+    row = await client.get_job(item.job_id)
     assert row is not None
     assert row.output_text == '{"sealed":true}'
 
@@ -90,14 +84,12 @@ async def test_retry_after_a_lost_acknowledgement_finds_its_output_already_publi
 ) -> None:
     item = await _claimed_item(client, '{"sealed":1}')
     async with client.pool.acquire() as c:
-        assert (await complete_compact(c, [item], outputs_supported=True))[
-            item.ref.key
-        ] is Outcome.WRITTEN
+        assert await complete_compact(c, [item], outputs_supported=True) == [Outcome.WRITTEN]
     # The acknowledgement was lost: the batcher re-sends the same sealed value.
     batcher = CompletionBatcher(client.pool, client.outputs_supported)
     assert await batcher.submit(item) is Outcome.ALREADY
     assert await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 1
-    row = await client.get_job(item.ref.job_id)
+    row = await client.get_job(item.job_id)
     assert row is not None
     assert row.output_text == '{"sealed":1}'
 

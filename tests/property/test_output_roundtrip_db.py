@@ -92,11 +92,7 @@ async def test_any_value_fails_set_output_or_reads_back_equal_on_both_paths(
             conn,
             [
                 CompactCompletion(
-                    AttemptRef(first.job_id, first.run_lease, first.claim_id),
-                    first.lane_seq,
-                    first.attempt,
-                    text,
-                    False,
+                    first.job_id, first.run_lease, first.claim_id, first.lane_seq, text, False
                 )
             ],
             outputs_supported=True,

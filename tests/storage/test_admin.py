@@ -24,7 +24,7 @@ from storage import (
     TerminalError,
     WaitForCallback,
 )
-from storage.attempt import AttemptRef, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.claim import ClaimedJob, claim_batch
 from storage.compact_writes import complete_compact
 from storage.testing import work_one
@@ -143,10 +143,11 @@ async def test_cancel_makes_a_running_attempts_completion_stale(
     claimed = await _claim(client)
     await client.cancel_job(claimed.job_id)
 
-    ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
-    item = CompactCompletion(ref, claimed.lane_seq, claimed.attempt, '"late"', False)
+    item = CompactCompletion(
+        claimed.job_id, claimed.run_lease, claimed.claim_id, claimed.lane_seq, '"late"', False
+    )
     async with client.pool.acquire() as c:
-        assert (await complete_compact(c, [item], outputs_supported=True))[ref.key] is Outcome.STALE
+        assert await complete_compact(c, [item], outputs_supported=True) == [Outcome.STALE]
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
     row = await client.get_job(claimed.job_id)
     assert row is not None

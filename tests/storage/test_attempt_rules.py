@@ -83,15 +83,11 @@ def test_a_callers_closure_and_dlq_reason_win() -> None:
 
 
 def test_follow_ups_poison_or_a_payload_send_a_completion_down_the_general_path() -> None:
-    plain = _record(1)
-    assert not completes_on_general_path(plain, None)
-    assert completes_on_general_path(plain, {"tags": ["x"]})
-    staged = _record(1)
-    staged.staged = [NewJob("k", "default", b"{}", 2, 25, None, None)]
-    assert completes_on_general_path(staged, None)
-    poisoned = _record(1)
-    poisoned.poisoned = "ValueError: no"
-    assert completes_on_general_path(poisoned, None)
+    assert not completes_on_general_path([], None, None)
+    assert completes_on_general_path([], None, {"tags": ["x"]})
+    assert completes_on_general_path([NewJob("k", "default", b"{}", 2, 25, None, None)], None, None)
+    assert completes_on_general_path([], "ValueError: no", None)
+    assert completes_on_general_path([], None, None, unique_key="k")
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 
 from storage import Client, InvalidJobState, Job, JobState
 from storage.admin import cancel
-from storage.attempt import AttemptRef, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.claim import claim_batch
 from storage.compact_writes import complete_compact
 from storage.enqueue import NewJob, insert_jobs, promote_due
@@ -95,15 +95,11 @@ async def test_cancel_waiting_behind_a_claim_cancels_the_running_attempt(
         await cancelling  # went through the running-attempt path: the claim won
     # The handler's completion, arriving after the cancel, is stale.
     done = CompactCompletion(
-        AttemptRef(job_id, claimed.run_lease, claimed.claim_id),
-        claimed.lane_seq,
-        claimed.attempt,
-        '{"ran": 0}',
-        False,
+        job_id, claimed.run_lease, claimed.claim_id, claimed.lane_seq, '{"ran": 0}', False
     )
     async with client.pool.acquire() as c:
         outcomes = await complete_compact(c, [done], outputs_supported=True)
-    assert outcomes == {(job_id, claimed.run_lease): Outcome.STALE}
+    assert outcomes == [Outcome.STALE]
     assert await _terminal(conn, job_id) == [("cancelled", None)]
 
 

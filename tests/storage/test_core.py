@@ -133,11 +133,12 @@ async def test_completion_after_cancel_is_stale_and_writes_nothing(
     await client.insert(Noop(n=1), kind="noop")
     claimed = await _claim_one(client)
     await client.cancel_job(claimed.job_id)
-    ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
-    item = CompactCompletion(ref, claimed.lane_seq, claimed.attempt, '{"x":1}', False)
+    item = CompactCompletion(
+        claimed.job_id, claimed.run_lease, claimed.claim_id, claimed.lane_seq, '{"x":1}', False
+    )
     async with client.pool.acquire() as c:
         outcome = await complete_compact(c, [item], outputs_supported=True)
-    assert outcome[ref.key] is Outcome.STALE
+    assert outcome == [Outcome.STALE]
     assert await conn.fetchval("SELECT count(*) FROM receipt_completion_batches") == 0
     row = await client.get_job(claimed.job_id)
     assert row is not None
@@ -160,13 +161,9 @@ async def test_completion_from_a_rescued_attempt_is_stale(client: Client) -> Non
     async with client.pool.acquire() as c:
         ended = await complete_general(c, stale, keyed=False, outputs_supported=True)
     assert ended.outcome is Outcome.STALE
-    fresh = CompactCompletion(
-        AttemptRef(new.job_id, new.run_lease, new.claim_id), new.lane_seq, new.attempt, None, False
-    )
+    fresh = CompactCompletion(new.job_id, new.run_lease, new.claim_id, new.lane_seq, None, False)
     async with client.pool.acquire() as c:
-        assert (await complete_compact(c, [fresh], outputs_supported=True))[
-            fresh.ref.key
-        ] is Outcome.WRITTEN
+        assert await complete_compact(c, [fresh], outputs_supported=True) == [Outcome.WRITTEN]
     row = await client.get_job(job.id)
     assert row is not None
     assert row.state is JobState.COMPLETED
@@ -184,11 +181,7 @@ async def test_finalize_retry_after_lost_ack_is_idempotent(
     await client.insert(Noop(n=2), kind="noop", tags=["t"])
     compact, general = await _claim_one(client), await _claim_one(client)
     item = CompactCompletion(
-        AttemptRef(compact.job_id, compact.run_lease, compact.claim_id),
-        compact.lane_seq,
-        compact.attempt,
-        '{"a":1.0}',
-        False,
+        compact.job_id, compact.run_lease, compact.claim_id, compact.lane_seq, '{"a":1.0}', False
     )
     record = AttemptRecord(
         AttemptRef(general.job_id, general.run_lease, general.claim_id),
@@ -202,8 +195,8 @@ async def test_finalize_retry_after_lost_ack_is_idempotent(
         again = await complete_compact(c, [item], outputs_supported=True)
         g1 = await complete_general(c, record, keyed=False, outputs_supported=True)
         g2 = await complete_general(c, record, keyed=False, outputs_supported=True)
-    assert first[item.ref.key] is Outcome.WRITTEN
-    assert again[item.ref.key] is Outcome.ALREADY
+    assert first == [Outcome.WRITTEN]
+    assert again == [Outcome.ALREADY]
     assert g1.outcome is Outcome.WRITTEN
     assert g2.outcome is Outcome.ALREADY
     assert await conn.fetchval("SELECT sum(completed_count) FROM receipt_completion_batches") == 1

@@ -21,7 +21,7 @@ from storage import (
     JobState,
     UnknownKind,
 )
-from storage.attempt import AttemptRef, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.bulk_insert import CHUNK
 from storage.claim import claim_batch
 from storage.codec import JsonConversionError, to_json_text
@@ -266,8 +266,9 @@ async def test_a_compact_flush_plans_generically_inside_its_transaction_only(
     job = await client.insert(Item(n=1))
     async with client.pool.acquire() as c:
         (claimed,) = await claim_batch(c, ["default"], 1, 60)
-        ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
-        item = CompactCompletion(ref, claimed.lane_seq, claimed.attempt, None, False)
+        item = CompactCompletion(
+            claimed.job_id, claimed.run_lease, claimed.claim_id, claimed.lane_seq, None, False
+        )
         before = await c.fetchval("SHOW plan_cache_mode")
         outcome = await complete_compact(c, [item], outputs_supported=True)
         assert await c.fetchval("SHOW plan_cache_mode") == before == "auto"
@@ -278,7 +279,7 @@ async def test_a_compact_flush_plans_generically_inside_its_transaction_only(
         )
     assert plans is not None
     assert (plans["generic_plans"], plans["custom_plans"]) == (1, 0)
-    assert outcome[ref.key] is Outcome.WRITTEN
+    assert outcome == [Outcome.WRITTEN]
     row = await client.get_job(job.id)
     assert row is not None
     assert row.state is JobState.COMPLETED

@@ -19,7 +19,7 @@ from storage import (
     WaitForCallback,
     encode_output,
 )
-from storage.attempt import AttemptRef, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.claim import claim_batch
 from storage.compact_writes import MAX_BATCH_OUTPUT_BYTES, complete_compact, split_parts
 from storage.testing import work_one
@@ -107,11 +107,7 @@ async def test_batches_split_once_outputs_pass_64_kib(
         text = orjson.dumps(list(range(1000))).decode()[:4000].rsplit(",", 1)[0] + "]"
         items = [
             CompactCompletion(
-                AttemptRef(j.job_id, j.run_lease, j.claim_id),
-                j.lane_seq,
-                j.attempt,
-                text if j.job_id % 2 else None,
-                False,
+                j.job_id, j.run_lease, j.claim_id, j.lane_seq, text if j.job_id % 2 else None, False
             )
             for j in claimed
         ]
@@ -142,13 +138,11 @@ async def test_one_flush_keeps_each_output_in_its_place(client: Client) -> None:
         assert len(claimed) == len(values)
         texts = [encode_output(value) for value in values]
         items = [
-            CompactCompletion(
-                AttemptRef(j.job_id, j.run_lease, j.claim_id), j.lane_seq, 1, t, False
-            )
+            CompactCompletion(j.job_id, j.run_lease, j.claim_id, j.lane_seq, t, False)
             for j, t in zip(claimed, texts, strict=True)
         ]
         outcomes = await complete_compact(c, items, outputs_supported=True)
-    assert set(outcomes.values()) == {Outcome.WRITTEN}
+    assert set(outcomes) == {Outcome.WRITTEN}
     for j, text in zip(claimed, texts, strict=True):
         got = await client.get_job(j.job_id)
         assert got is not None
@@ -157,7 +151,7 @@ async def test_one_flush_keeps_each_output_in_its_place(client: Client) -> None:
 
 def test_the_batch_split_counts_utf8_bytes_not_characters() -> None:
     text = '"' + "é" * 2000 + '"'  # 2,002 characters, 4,002 bytes
-    items = [CompactCompletion(AttemptRef(n, 1, 7), n, 1, text, False) for n in range(20)]
+    items = [CompactCompletion(n, 1, 7, n, text, False) for n in range(20)]
     # 16 x 4,002 B fit in 64 KiB; counted in characters all 20 would (40 KB).
     assert split_parts(items, "\x1e".join([text] * 20)) == [0] * 16 + [1] * 4
 

@@ -413,16 +413,10 @@ async def test_a_slot_holding_a_live_job_is_not_pruned(
     if claimed is None:
         claimed = await _claim_one(client)
     item = CompactCompletion(
-        AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id),
-        claimed.lane_seq,
-        claimed.attempt,
-        None,
-        False,
+        claimed.job_id, claimed.run_lease, claimed.claim_id, claimed.lane_seq, None, False
     )
     async with client.pool.acquire() as c:
-        assert (await complete_compact(c, [item], outputs_supported=True))[
-            item.ref.key
-        ] is Outcome.WRITTEN
+        assert await complete_compact(c, [item], outputs_supported=True) == [Outcome.WRITTEN]
 
     assert await _rotate_queue(client) == RotateOutcome(True, True)  # now slot 0 can go
     assert await _current_slot(client) == 0

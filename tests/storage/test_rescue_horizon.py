@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncpg
 
 from storage import CallbackToken, Client, Job, JobState, WaitForCallback
-from storage.attempt import AttemptRef, CompactCompletion, Outcome
+from storage.attempt import CompactCompletion, Outcome
 from storage.claim import claim_batch
 from storage.compact_writes import complete_compact
 from storage.db import connect_once
@@ -27,11 +27,12 @@ async def _complete_all(client: Client, queues: list[str], n: int) -> list[int]:
     async with client.pool.acquire() as c:
         for _ in range(n):
             (job,) = await claim_batch(c, queues, 1, 1800.0)
-            ref = AttemptRef(job.job_id, job.run_lease, job.claim_id)
-            item = CompactCompletion(ref, job.lane_seq, job.attempt, None, False)
+            item = CompactCompletion(
+                job.job_id, job.run_lease, job.claim_id, job.lane_seq, None, False
+            )
             async with c.transaction():
                 outcomes = await complete_compact(c, [item], outputs_supported=True)
-            assert list(outcomes.values()) == [Outcome.WRITTEN]
+            assert outcomes == [Outcome.WRITTEN]
             claim_ids.append(job.claim_id)
     return claim_ids
 
