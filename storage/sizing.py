@@ -93,5 +93,5 @@ class Sizing:
         if lag is not None and lag > LAG_SHRINK:
             return max(self.floor, min(limit, self.ceiling) // 2)
         if filled and lag is not None and lag < LAG_GROW:
-            return min(self.ceiling, limit * 2)
+            limit *= 2
         return max(self.floor, min(limit, self.ceiling))
