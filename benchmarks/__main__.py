@@ -27,7 +27,6 @@ CASES = (
     "console_keys",
     "http_completions",
     "wakeup",
-    "round_trips",
     "peers",
 )
 QUICK = [case for case in CASES if case != "peers"]
