@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
 import datetime as dt
 import gc
@@ -14,13 +13,10 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +24,8 @@ from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 import orjson
+
+from awa_tui.embedded import EmbeddedPostgres
 
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
 T = TypeVar("T")
@@ -44,42 +42,22 @@ def ident(name: str) -> str:
     return f'"{name}"'
 
 
-def _start_embedded(pgdata: Path) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs: no XDG_RUNTIME_DIR
-        from pgserver.postgres_server import get_server
-
-        return get_server(pgdata, cleanup_mode="stop")
-
-
-def _stop_embedded(server: Any, tmp: Path) -> None:
-    try:
-        server.cleanup()
-    finally:
-        atexit.unregister(server._cleanup)  # registered by pgserver; it has run now
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 @contextlib.asynccontextmanager
 async def embedded_or_dsn(
     dsn: str | None = None, *, log: Callable[[str], None] | None = None
 ) -> AsyncIterator[str]:
-    """Yield ``dsn``, or start an embedded server in a temporary directory and remove both."""
+    """Yield ``dsn``, or start an embedded server (the console's and the tests'
+    ``EmbeddedPostgres``: a private temporary directory) and remove it afterwards."""
     if dsn is not None:
         yield dsn
         return
-    tmp = Path(tempfile.mkdtemp(prefix="awa-bench-"))
     if log is not None:
-        log(f"starting embedded PostgreSQL in {tmp}")
+        log("starting embedded PostgreSQL")
+    server = EmbeddedPostgres(prefix="awa-bench-")
     try:
-        server = await asyncio.to_thread(_start_embedded, tmp / "pgdata")
-    except BaseException:
-        await asyncio.to_thread(shutil.rmtree, tmp, True)
-        raise
-    try:
-        yield str(server.get_uri())
+        yield await asyncio.to_thread(server.start)
     finally:
-        await asyncio.to_thread(_stop_embedded, server, tmp)
+        server.stop()
 
 
 async def wal_lsn(conn: Connection) -> str:
@@ -298,17 +276,16 @@ def report(
     rows: Sequence[Mapping[str, object]],
     meta: Mapping[str, object],
     *,
-    started: float,
     title: str,
     tables: Sequence[Table] = (),
     notes: Sequence[str] = (),
     extra: Mapping[str, object] | None = None,
 ) -> int:
     """Print ``tables``; write ``<name>.json`` (meta, rows, extra) and ``<name>.md`` (tables,
-    notes, meta) under ``args.out``. Returns the case's exit status, 0."""
+    notes, meta) under ``args.out``, wall time from ``args.started``. Returns 0."""
     for table in tables:
         print_table(table)
-    elapsed = round(time.perf_counter() - started, 1)
+    elapsed = round(time.perf_counter() - args.started, 1)
     meta = {"command": args.command, **meta, "wall_seconds": elapsed}
     args.out.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)

@@ -497,13 +497,12 @@ async def amain(args: Any) -> int:
     base = QUICK if args.quick else FULL
     rounds, large_jobs = args.rounds or base.rounds, args.large_jobs or base.large_jobs
     plan = dataclasses.replace(base, rounds=rounds, large_jobs=large_jobs)
-    started = time.perf_counter()
     async with (
         engine.session(args.dsn) as (dsn, conn, machine),
         histories(conn, dsn, args.seed, plan.large_jobs, keep=args.keep) as built,
         contextlib.AsyncExitStack() as clients,
     ):
-        build_seconds = time.perf_counter() - started
+        build_seconds = time.perf_counter() - args.started
         dbs: list[Db] = []
         before: dict[str, dict[str, list[float]]] = {}
         for label, schema, jobs in built:
@@ -523,7 +522,7 @@ async def amain(args: Any) -> int:
             assert times is not None
             ids = [int(r[0]) for r in compact_ids]
             dbs.append(Db(label, schema, jobs, client, ids, size, (times[0], times[1])))
-        engine.log(f"built and settled in {time.perf_counter() - started:.0f} s")
+        engine.log(f"built and settled in {time.perf_counter() - args.started:.0f} s")
         lat = await measure(dbs, plan, args.seed)
         view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
     reads, data = reads_table(dbs, lat, plan)
@@ -554,7 +553,6 @@ async def amain(args: Any) -> int:
         NAME,
         data,
         meta,
-        started=started,
         title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
         tables=(reads, extra),
         notes=(__doc__.split("\n\n", 1)[1] if __doc__ else "", NOTES),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import statistics
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,7 +78,6 @@ async def amain(args: Any) -> int:
     jobs, calls = (1_000, 150) if args.quick else (4_000, 400)
     rounds = args.rounds or (3 if args.quick else 5)
     rng = random.Random(args.seed)
-    started = time.perf_counter()
     async with (
         engine.session(args.dsn) as (dsn, conn, machine),
         engine.queue_schema(conn, dsn, "bench_get") as (_, client),
@@ -110,4 +108,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "rounds": rounds, "jobs_per_population": jobs}
     title = "get_job latency"
-    return h.report(args, NAME, data, meta, started=started, title=title, tables=[table])
+    return h.report(args, NAME, data, meta, title=title, tables=[table])

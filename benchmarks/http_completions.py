@@ -119,7 +119,6 @@ async def measure(
 
 
 async def amain(args: Any) -> int:
-    started = time.perf_counter()
     rounds, per_round = (3, 150) if args.quick else (5, 400)
     async with (
         _engine.session(args.dsn) as (dsn, conn, machine),
@@ -140,4 +139,4 @@ async def amain(args: Any) -> int:
         "own for Python calls); PostgreSQL not included.",
     )
     meta = {"machine": machine, "rounds": rounds, "per_round": per_round, "concurrency": width}
-    return report(args, NAME, data, meta, started=started, title="HTTP completions", tables=[table])
+    return report(args, NAME, data, meta, title="HTTP completions", tables=[table])

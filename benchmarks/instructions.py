@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,7 +99,6 @@ async def amain(args: Any) -> int:
     repeats, counts, workers = (
         (1, (1_000, 3_000), [512]) if args.quick else (2, (1_000, 4_000), [64, 512])
     )
-    started = time.perf_counter()
     async with engine.session(args.dsn) as (dsn, _, machine):
         per_job = await asyncio.to_thread(measure, dsn, repeats, counts, workers, args.seed)
     rows = []
@@ -127,4 +125,4 @@ async def amain(args: Any) -> int:
         {"case": c, "workers": w, "repeat": r, "per_job": v} for (c, w, r), v in per_job.items()
     ]
     title = "Client instructions per job"
-    return h.report(args, NAME, samples, meta, started=started, title=title, tables=[table])
+    return h.report(args, NAME, samples, meta, title=title, tables=[table])

@@ -276,7 +276,6 @@ async def amain(args: Any) -> int:
         for c in cases
     }
     tuned = {"claim_size": args.claim_size} if args.claim_size else {}
-    started = time.perf_counter()
     async with engine.session(args.dsn) as (dsn, conn, machine):
         measure = functools.partial(run_once, conn, dsn, values, tuned)
         for case in cases:  # warm-up, not recorded
@@ -331,4 +330,4 @@ async def amain(args: Any) -> int:
     }
     title = "Whole lifecycle with and without outputs"
     rows = [asdict(r) for r in runs]
-    return h.report(args, NAME, rows, meta, started=started, title=title, tables=tables)
+    return h.report(args, NAME, rows, meta, title=title, tables=tables)

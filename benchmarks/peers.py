@@ -162,7 +162,6 @@ async def amain(args: Any) -> int:
     jobs = args.jobs or (2_000 if args.quick else 20_000)
     runs: dict[str, list[list[float]]] = {}
     skipped: dict[str, str] = {}
-    started = time.perf_counter()
     async with h.embedded_or_dsn(args.dsn, log=log) as dsn:
         admin: h.Connection = await asyncpg.connect(dsn)
         try:
@@ -206,4 +205,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "skipped": skipped}
     data = [{"system": system, "insert_s_run_s_wal": mine} for system, mine in runs.items()]
-    return h.report(args, NAME, data, meta, started=started, title="Peers", tables=[table])
+    return h.report(args, NAME, data, meta, title="Peers", tables=[table])

@@ -100,7 +100,6 @@ async def amain(args: Any) -> int:
     outputs = make_outputs(256, args.seed)
     cases = [(a, o) for a in ATTEMPTS for o in (True, False)]
     runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {c: [] for c in cases}
-    started = time.perf_counter()
     async with engine.session(args.dsn) as (dsn, conn, machine):
         await run_once(conn, dsn, 3, outputs, 50)  # warm-up, not recorded
         for round_no in range(rounds):
@@ -136,4 +135,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "jobs": jobs, "rounds": rounds}
     data = [{"attempts": a, "output": o, "wal_retained_rate": runs[a, o]} for a, o in cases]
-    return h.report(args, NAME, data, meta, started=started, title="Retry storm", tables=[table])
+    return h.report(args, NAME, data, meta, title="Retry storm", tables=[table])

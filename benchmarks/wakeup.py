@@ -66,7 +66,6 @@ async def measure(dsn: str, schema: str, samples: int) -> tuple[list[float], lis
 
 
 async def amain(args: Any) -> int:
-    started = time.perf_counter()
     samples = args.samples or (60 if args.quick else 300)
     async with (
         session(args.dsn) as (dsn, conn, machine),
@@ -86,7 +85,7 @@ async def amain(args: Any) -> int:
     )
     data = [{"wake_ms": wake_ms, "insert_ms": insert_ms}]
     meta = {"machine": machine, "samples": samples}
-    report(args, NAME, data, meta, started=started, title="Wake-up on insert", tables=(table,))
+    report(args, NAME, data, meta, title="Wake-up on insert", tables=(table,))
     return 0 if latency_stats(wake_ms)["median"] <= TARGET_MS else 1
 
 
