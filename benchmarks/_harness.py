@@ -243,6 +243,11 @@ class Table:
         return "\n".join([*lines, *(["", self.caption] if self.caption else [])]) + "\n"
 
 
+def columns(header: str) -> tuple[str, ...]:
+    """A table's column names from its Markdown header, ``"a | b | c"``."""
+    return tuple(name.strip() for name in header.split("|"))
+
+
 def print_table(table: Table) -> None:
     """Print ``table`` with rich, wide when not on a terminal."""
     from rich import box
