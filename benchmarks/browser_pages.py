@@ -416,15 +416,11 @@ def reads_table(
         ratio = h.Stat.paired_ratio(b.round_medians(), a.round_medians())
         cells = [*h.stat_cells(sa, MS, ".2f"), *h.stat_cells(sb, MS, ".2f")]
         rows.append((label, *cells, h.Stat.of(b.round_medians()).fmt(".2f"), ratio.fmt(".2f")))
-        data.append(
-            {
-                "read": key,
-                "label": label,
-                small.label: {"ms": sa, "round_medians": h.Stat.of(a.round_medians())},
-                large.label: {"ms": sb, "round_medians": h.Stat.of(b.round_medians())},
-                "large_over_small": ratio,
-            }
-        )
+        per_db = {
+            db.label: {"ms": st, "round_medians": h.Stat.of(x.round_medians())}
+            for db, st, x in ((small, sa, a), (large, sb, b))
+        }
+        data.append({"read": key, "label": label, **per_db, "large_over_small": ratio})
     table = h.Table(
         f"Browser reads, ms: {small.jobs:,} vs {large.jobs:,} terminal jobs"
         f" ({plan.rounds} rounds x {plan.reps} walks)",
@@ -527,33 +523,22 @@ async def amain(args: Any) -> int:
         view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
     reads, data = reads_table(dbs, lat, plan)
     extra = extra_table(dbs, view, before)
-    meta: dict[str, object] = {
-        "server": "external (--dsn)" if args.dsn else "embedded pgserver",
-        "machine": machine,
-        "config": {
-            "quick": args.quick,
-            "rounds": plan.rounds,
-            "walks_per_round": plan.reps,
-            "page_size": PAGE,
-            "next_pages": NEXT_PAGES,
-            "small_jobs": BASE_JOBS,
-            "large_jobs": plan.large_jobs,
-            "mix_per_100_jobs": {kind: count for kind, count, _ in MIX},
-            "database_bytes": {db.label: db.bytes for db in dbs},
-            "build_seconds": round(build_seconds, 1),
-            "seed": args.seed,
-        },
-        "data": (
-            "small: real runtime; large: the small history replicated by INSERT ... SELECT "
-            "with shifted job ids, claim ids and lane sequences (see the module docstring)"
-        ),
-    }
+    config: dict[str, object] = {"quick": args.quick, "rounds": plan.rounds}
+    config |= {"walks_per_round": plan.reps, "page_size": PAGE, "next_pages": NEXT_PAGES}
+    config |= {"small_jobs": BASE_JOBS, "large_jobs": plan.large_jobs}
+    config["mix_per_100_jobs"] = {kind: count for kind, count, _ in MIX}
+    config["database_bytes"] = {db.label: db.bytes for db in dbs}
+    config |= {"build_seconds": round(build_seconds, 1), "seed": args.seed}
+    meta: dict[str, object] = {"machine": machine, "config": config}
+    meta["server"] = "external (--dsn)" if args.dsn else "embedded pgserver"
+    meta["data"] = "small: real runtime; large: the small history replicated by SQL (see notes)"
+    title = f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs"
     return h.report(
         args,
         NAME,
         data,
         meta,
-        title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
+        title=title,
         tables=(reads, extra),
         notes=(__doc__.split("\n\n", 1)[1] if __doc__ else "", NOTES),
         extra={"terminal_jobs_view_ms": view, "before_horizon_ms": before},

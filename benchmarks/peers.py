@@ -190,17 +190,10 @@ async def amain(args: Any) -> int:
         rows.append(
             (system, *(c.fmt(".2f") if n in (3, 5) else c.fmt() for n, c in enumerate(cells)))
         )
+    header = "system | enqueue jobs/s | run jobs/s | lifecycle jobs/s | x ours default | WAL B/job"
     table = h.Table(
         f"Whole lifecycle against peers, 100 B output per job: {jobs:,} jobs, {rounds} rounds",
-        (
-            "system",
-            "enqueue jobs/s",
-            "run jobs/s",
-            "lifecycle jobs/s",
-            "x ours default",
-            "WAL B/job",
-            "WAL x ours default",
-        ),
+        h.columns(header + " | WAL x ours default"),
         tuple(rows),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "skipped": skipped}
