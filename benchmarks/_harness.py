@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
@@ -211,27 +212,25 @@ class Stat:
     def paired_diff(cls, values: Sequence[float], baseline: Sequence[float]) -> Stat:
         return cls.of(v - b for v, b in zip(values, baseline, strict=True))
 
-    def fmt(self, spec: str = ",.0f", *, spread: bool = True, signed: bool = False) -> str:
-        """``median (min..max)``."""
+    def fmt(self, spec: str = ",.0f", *, signed: bool = False) -> str:
+        """``median (min..max)``, or the median alone for one sample."""
         full = ("+" if signed else "") + spec
         text = format(self.median, full)
-        if spread and len(self.samples) > 1:
-            text += f" ({format(self.min, full)}..{format(self.max, full)})"
-        return text
+        spread = f" ({format(self.min, full)}..{format(self.max, full)})"
+        return text + spread if len(self.samples) > 1 else text
 
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A titled table of formatted cells; the first column left-aligned unless ``align``."""
+    """A titled table of formatted cells: the first column left-aligned, the others right."""
 
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str | None = None
-    align: tuple[str, ...] | None = None
 
     def alignment(self) -> tuple[str, ...]:
-        return self.align or ("l",) + ("r",) * (len(self.columns) - 1)
+        return ("l",) + ("r",) * (len(self.columns) - 1)
 
     def to_markdown(self) -> str:
         def line(cells: Iterable[str]) -> str:
@@ -308,20 +307,20 @@ def report(
     return 0
 
 
-def base_parser(
-    name: str, doc: str | None, *, quick_help: str, rounds: bool = False
-) -> argparse.ArgumentParser:
-    """The options every case shares (and ``--rounds`` if asked), described by the first line
-    of the case's ``doc``."""
-    description = doc.split("\n", 1)[0] if doc else None
+def parse_args(name: str, case: ModuleType, argv: Sequence[str]) -> argparse.Namespace:
+    """The options every case shares, ``--rounds`` if the case sets ``ROUNDS``, and its own
+    ``OPTIONS`` (flag: ``add_argument`` keywords); described by its docstring's first line."""
+    description = case.__doc__.split("\n", 1)[0] if case.__doc__ else None
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=description)
-    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--quick", action="store_true", help=case.QUICK_HELP)
     parser.add_argument("--dsn", help="benchmark this server instead of an embedded one")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory (ignored)")
     parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
-    if rounds:
+    if getattr(case, "ROUNDS", False):
         parser.add_argument("--rounds", type=int, help="override the number of rounds")
-    return parser
+    for flag, keywords in getattr(case, "OPTIONS", {}).items():
+        parser.add_argument(flag, **keywords)
+    return parser.parse_args(argv)
 
 
 def command_line(name: str, argv: Sequence[str]) -> str:

@@ -27,6 +27,7 @@ where the runtime left it when it ran out of work (carried to the copies).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import random
@@ -475,18 +476,20 @@ rows in it (none before the first finish), and `get_job` must find the job compl
 """
 
 
-def parse_args(argv: Sequence[str] | None = None) -> Any:
-    quick = f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
-    quick += f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    parser.add_argument(
-        "--large-jobs", type=int, help="jobs in the large database (multiple of 10,000)"
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the schemas (with --dsn)")
-    args = parser.parse_args(argv)
-    if args.large_jobs is not None and (args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS):
-        parser.error(f"--large-jobs must be a multiple of {BASE_JOBS:,}")
-    return args
+def large_jobs(text: str) -> int:
+    """``--large-jobs``: whole copies of the small history."""
+    if not text.isdigit() or int(text) < BASE_JOBS or int(text) % BASE_JOBS:
+        raise argparse.ArgumentTypeError(f"must be a multiple of {BASE_JOBS:,}")
+    return int(text)
+
+
+QUICK_HELP = f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
+QUICK_HELP += f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)"
+ROUNDS = True
+OPTIONS = {
+    "--large-jobs": {"type": large_jobs, "help": "jobs in the large database (n x 10,000)"},
+    "--keep": {"action": "store_true", "help": "keep the schemas (with --dsn)"},
+}
 
 
 async def amain(args: Any) -> int:

@@ -24,7 +24,7 @@ from awa_tui.app import AwaApp, make_app
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
 from awa_tui.widgets.job_table import JobTable
 from benchmarks._engine import log, session
-from benchmarks._harness import Table, base_parser, report, timed
+from benchmarks._harness import Table, report, timed
 from benchmarks.browser_pages import histories, settle
 from storage import JobPage, JobState
 
@@ -190,10 +190,9 @@ async def amain(args: Any) -> int:
     return report(args, NAME, rows, meta, title="Console keys", tables=[table])
 
 
-def parse_args(argv: Sequence[str] | None = None) -> Any:
-    quick = "200,000 jobs in the large database and 20 samples (default 1,000,000, 40)"
-    parser = base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--samples", type=int, help="samples per action")
-    parser.add_argument("--large-jobs", type=int, help="jobs in the large database")
-    parser.add_argument("--small-only", action="store_true", help="only the 10,000-job database")
-    return parser.parse_args(argv)
+QUICK_HELP = "200,000 jobs in the large database and 20 samples (default 1,000,000, 40)"
+OPTIONS = {
+    "--samples": {"type": int, "help": "samples per action"},
+    "--large-jobs": {"type": int, "help": "jobs in the large database"},
+    "--small-only": {"action": "store_true", "help": "only the 10,000-job database"},
+}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -45,12 +44,8 @@ async def build(client: Client, jobs: int, seed: int) -> list[list[int]]:
 
     ids = []
     for index, (_, _, general) in enumerate(POPULATIONS):
-        options: dict[str, Any] = {"tags": ["x"]} if general else {}
-        ids.append(
-            await engine.insert_all(
-                client, [engine.Noop(index * STRIDE + n) for n in range(jobs)], **options
-            )
-        )
+        args = [engine.Noop(index * STRIDE + n) for n in range(jobs)]
+        ids.append(await engine.insert_all(client, args, **({"tags": ["x"]} if general else {})))
         await client.run_until_idle(maintenance_interval=None)
     return ids
 
@@ -68,10 +63,8 @@ async def read(client: Client, population: int, job_id: int) -> float:
     return ms
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
+ROUNDS = True
 
 
 async def amain(args: Any) -> int:

@@ -250,18 +250,14 @@ def _insert_options(case: Case) -> dict[str, Any]:
     return {"tags": ["x"]} if case.general else {}
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    parser.add_argument("--jobs", type=int, help="jobs per run")
-    parser.add_argument(
-        "--concurrency", type=int, action="append", help="workers (repeatable; 0: engine's own)"
-    )
-    parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")
-    parser.add_argument(
-        "--cases", default=",".join(c.key for c in CASES[:6]), help="comma-separated case keys"
-    )
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
+ROUNDS = True
+OPTIONS = {
+    "--jobs": {"type": int, "help": "jobs per run"},
+    "--concurrency": {"type": int, "action": "append", "help": "workers, repeatable (0: engine's)"},
+    "--claim-size": {"type": int, "help": "runtime claim_size (engine default)"},
+    "--cases": {"default": ",".join(c.key for c in CASES[:6]), "help": "comma-separated keys"},
+}
 
 
 async def amain(args: Any) -> int:

@@ -14,7 +14,7 @@ import importlib
 import shutil
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -150,11 +150,9 @@ async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int)
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "2 rounds of 2,000 jobs (default 3 rounds of 20,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    parser.add_argument("--jobs", type=int)
-    return parser.parse_args(argv)
+QUICK_HELP = "2 rounds of 2,000 jobs (default 3 rounds of 20,000)"
+ROUNDS = True
+OPTIONS = {"--jobs": {"type": int}}
 
 
 async def amain(args: Any) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import string
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import _engine as engine
@@ -89,10 +88,8 @@ async def run_once(
         return wal / jobs, retained / jobs, jobs * attempts / seconds
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds of 50 jobs (default 3 rounds of 200)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds of 50 jobs (default 3 rounds of 200)"
+ROUNDS = True
 
 
 async def amain(args: Any) -> int:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from benchmarks._engine import Noop, queue_schema, session
-from benchmarks._harness import Table, base_parser, latency_stats, report, stat_cells
+from benchmarks._harness import Table, latency_stats, report, stat_cells
 from storage import Client, Job, Tasks
 
 NAME = "wakeup"
@@ -89,7 +88,5 @@ async def amain(args: Any) -> int:
     return 0 if latency_stats(wake_ms)["median"] <= TARGET_MS else 1
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(NAME, __doc__, quick_help="60 jobs (default 300)")
-    parser.add_argument("--samples", type=int, help="jobs to time")
-    return parser.parse_args(argv)
+QUICK_HELP = "60 jobs (default 300)"
+OPTIONS = {"--samples": {"type": int, "help": "jobs to time"}}
