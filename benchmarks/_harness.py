@@ -68,12 +68,8 @@ async def wal_lsn(conn: Connection) -> str:
 
 async def wal_bytes_since(conn: Connection, start_lsn: str) -> int:
     """WAL bytes inserted since ``start_lsn``, by every writer on the server."""
-    return int(
-        await conn.fetchval(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::bigint",
-            start_lsn,
-        )
-    )
+    sql = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::bigint"
+    return int(await conn.fetchval(sql, start_lsn))
 
 
 async def checkpoint(conn: Connection) -> None:
@@ -95,16 +91,13 @@ async def schema_tables(conn: Connection, schema: str) -> list[str]:
 
 async def relations_size(conn: Connection, schema: str, tables: Iterable[str]) -> int:
     """The summed ``pg_total_relation_size`` of ``tables``, their partitions included."""
-    return int(
-        await conn.fetchval(
-            "SELECT coalesce(sum(pg_total_relation_size(p.oid)), 0)::bigint"
-            " FROM unnest($2::text[]) t(name),"
-            " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass AS oid) c,"
-            " LATERAL (SELECT c.oid UNION SELECT relid FROM pg_partition_tree(c.oid)) p",
-            schema,
-            list(tables),
-        )
+    sql = (
+        "SELECT coalesce(sum(pg_total_relation_size(p.oid)), 0)::bigint"
+        " FROM unnest($2::text[]) t(name),"
+        " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass AS oid) c,"
+        " LATERAL (SELECT c.oid UNION SELECT relid FROM pg_partition_tree(c.oid)) p"
     )
+    return int(await conn.fetchval(sql, schema, list(tables)))
 
 
 def _proc_stat(pid: int) -> list[str] | None:

@@ -31,9 +31,8 @@ from storage import JobPage, JobState
 NAME = "console_keys"
 SIZE = (120, 36)
 DEADLINE = 30.0
-PASSES = 2
+PASSES = 2  # each size is measured in this many passes of half the samples, alternating
 PARTS = ("", " read", " cpu")
-"""Each size is measured in this many passes of half the samples, the sizes alternating."""
 
 
 class KeyClock:
@@ -184,8 +183,6 @@ async def amain(args: Any) -> int:
         tuple(c.replace("_ms", " ms") for c in columns),
         tuple(tuple(str(row[c]) for c in columns) for row in rows),
     )
-    for row in rows:
-        log(f"{row['jobs']} {row['action']}: {row}")
     meta = {"machine": machine, "size": list(SIZE), "build_seconds": round(build, 1)}
     return report(args, NAME, rows, meta, title="Console keys", tables=[table])
 

@@ -100,5 +100,4 @@ async def amain(args: Any) -> int:
         tuple(rows),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs_per_population": jobs}
-    title = "get_job latency"
-    return h.report(args, NAME, data, meta, title=title, tables=[table])
+    return h.report(args, NAME, data, meta, title="get_job latency", tables=[table])

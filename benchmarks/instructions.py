@@ -119,5 +119,4 @@ async def amain(args: Any) -> int:
     samples = [
         {"case": c, "workers": w, "repeat": r, "per_job": v} for (c, w, r), v in per_job.items()
     ]
-    title = "Client instructions per job"
-    return h.report(args, NAME, samples, meta, title=title, tables=[table])
+    return h.report(args, NAME, samples, meta, title="Client instructions per job", tables=[table])

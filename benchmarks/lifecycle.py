@@ -53,6 +53,11 @@ class Case:
     def jobs(self, plan_jobs: int) -> int:
         return max(200, plan_jobs // self.share) if self.share > 1 else plan_jobs
 
+    def insert_options(self) -> dict[str, Any]:
+        if self.unique:
+            return {"unique_key": lambda args: f"k{args.i}"}
+        return {"tags": ["x"]} if self.general else {}
+
 
 CASES = (
     Case("none", "no output (baseline)", None),
@@ -120,9 +125,8 @@ async def run_once(
         cpu_started = time.process_time()
         started = time.perf_counter()
         with h.GcClock() as gc_clock:
-            await engine.insert_all(
-                client, [engine.Noop(i) for i in range(jobs)], **_insert_options(case)
-            )
+            args = [engine.Noop(i) for i in range(jobs)]
+            await engine.insert_all(client, args, **case.insert_options())
             inserted = time.perf_counter()
             if case.processes:
                 argv = ["--processes", str(case.processes)]
@@ -242,12 +246,6 @@ def register_slow(client: Client, slow: str) -> None:
         until = time.thread_time() + 0.005
         while time.thread_time() < until:
             pass
-
-
-def _insert_options(case: Case) -> dict[str, Any]:
-    if case.unique:
-        return {"unique_key": lambda args: f"k{args.i}"}
-    return {"tags": ["x"]} if case.general else {}
 
 
 QUICK_HELP = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"

@@ -132,8 +132,7 @@ async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int)
     """(enqueue s, run s, WAL bytes) of one run in a fresh database."""
     database = f"bench_peer_{n}"
     await admin.execute(f'CREATE DATABASE "{database}"')
-    parts = urlsplit(dsn)
-    target = urlunsplit(parts._replace(path=f"/{database}"))
+    target = urlunsplit(urlsplit(dsn)._replace(path=f"/{database}"))
     lsn = ""
 
     async def window() -> float:
