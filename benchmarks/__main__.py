@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Sequence
 
-from benchmarks._harness import command_line
+from benchmarks._harness import command_line, parse_args
 
 CASES = (
     "lifecycle",
@@ -27,17 +27,18 @@ CASES = (
     "console_keys",
     "http_completions",
     "wakeup",
-    "round_trips",
     "peers",
 )
 QUICK = [case for case in CASES if case != "peers"]
 
 
 def run(case: str, argv: Sequence[str]) -> int:
-    """Every case has ``parse_args(argv)`` and ``async amain(args) -> exit status``."""
+    """Every case has ``QUICK_HELP`` (what ``--quick`` runs), optionally ``ROUNDS`` and
+    ``OPTIONS`` (see ``parse_args``), and ``async amain(args) -> exit status``."""
     module = importlib.import_module(f"benchmarks.{case}")
-    args = module.parse_args(list(argv))
+    args = parse_args(case, module, argv)
     args.command = command_line(case, argv)  # recorded with the results, any DSN hidden
+    args.started = time.perf_counter()  # the results' wall time
     status: int = asyncio.run(module.amain(args))
     return status
 

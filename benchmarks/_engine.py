@@ -156,8 +156,6 @@ class CompletionTotals:
 
     compact_jobs: int
     compact_outputs: int
-    batch_rows: int
-    claim_batches: int
     done_completed: int
     done_failed: int
     done_outputs: int
@@ -169,15 +167,13 @@ class CompletionTotals:
 
 
 async def completion_totals(conn: Connection, schema: str) -> CompletionTotals:
-    """Count what ``schema`` stores (compact batches, done rows, claims, outputs)."""
+    """Count what ``schema`` stores (compact batches, done rows, deferred jobs, outputs)."""
     s = ident(schema)
     row = await conn.fetchrow(
         f"""SELECT
           (SELECT coalesce(sum(completed_count), 0) FROM {s}.receipt_completion_batches),
           (SELECT count(*) FROM {s}.receipt_completion_batches b, unnest(b.outputs) o
             WHERE o IS NOT NULL),
-          (SELECT count(*) FROM {s}.receipt_completion_batches),
-          (SELECT count(*) FROM {s}.claim_batches),
           (SELECT count(*) FROM {s}.done_entries WHERE state = 'completed'),
           (SELECT count(*) FROM {s}.done_entries WHERE state = 'failed'),
           (SELECT count(*) FROM {s}.done_entries WHERE output IS NOT NULL),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
 import datetime as dt
 import gc
@@ -14,20 +13,20 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 import orjson
+
+from awa_tui.embedded import EmbeddedPostgres
 
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
 T = TypeVar("T")
@@ -44,42 +43,22 @@ def ident(name: str) -> str:
     return f'"{name}"'
 
 
-def _start_embedded(pgdata: Path) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs: no XDG_RUNTIME_DIR
-        from pgserver.postgres_server import get_server
-
-        return get_server(pgdata, cleanup_mode="stop")
-
-
-def _stop_embedded(server: Any, tmp: Path) -> None:
-    try:
-        server.cleanup()
-    finally:
-        atexit.unregister(server._cleanup)  # registered by pgserver; it has run now
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 @contextlib.asynccontextmanager
 async def embedded_or_dsn(
     dsn: str | None = None, *, log: Callable[[str], None] | None = None
 ) -> AsyncIterator[str]:
-    """Yield ``dsn``, or start an embedded server in a temporary directory and remove both."""
+    """Yield ``dsn``, or start an embedded server (the console's and the tests'
+    ``EmbeddedPostgres``: a private temporary directory) and remove it afterwards."""
     if dsn is not None:
         yield dsn
         return
-    tmp = Path(tempfile.mkdtemp(prefix="awa-bench-"))
     if log is not None:
-        log(f"starting embedded PostgreSQL in {tmp}")
+        log("starting embedded PostgreSQL")
+    server = EmbeddedPostgres(prefix="awa-bench-")
     try:
-        server = await asyncio.to_thread(_start_embedded, tmp / "pgdata")
-    except BaseException:
-        await asyncio.to_thread(shutil.rmtree, tmp, True)
-        raise
-    try:
-        yield str(server.get_uri())
+        yield await asyncio.to_thread(server.start)
     finally:
-        await asyncio.to_thread(_stop_embedded, server, tmp)
+        server.stop()
 
 
 async def wal_lsn(conn: Connection) -> str:
@@ -89,12 +68,8 @@ async def wal_lsn(conn: Connection) -> str:
 
 async def wal_bytes_since(conn: Connection, start_lsn: str) -> int:
     """WAL bytes inserted since ``start_lsn``, by every writer on the server."""
-    return int(
-        await conn.fetchval(
-            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::bigint",
-            start_lsn,
-        )
-    )
+    sql = "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::bigint"
+    return int(await conn.fetchval(sql, start_lsn))
 
 
 async def checkpoint(conn: Connection) -> None:
@@ -116,16 +91,13 @@ async def schema_tables(conn: Connection, schema: str) -> list[str]:
 
 async def relations_size(conn: Connection, schema: str, tables: Iterable[str]) -> int:
     """The summed ``pg_total_relation_size`` of ``tables``, their partitions included."""
-    return int(
-        await conn.fetchval(
-            "SELECT coalesce(sum(pg_total_relation_size(p.oid)), 0)::bigint"
-            " FROM unnest($2::text[]) t(name),"
-            " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass AS oid) c,"
-            " LATERAL (SELECT c.oid UNION SELECT relid FROM pg_partition_tree(c.oid)) p",
-            schema,
-            list(tables),
-        )
+    sql = (
+        "SELECT coalesce(sum(pg_total_relation_size(p.oid)), 0)::bigint"
+        " FROM unnest($2::text[]) t(name),"
+        " LATERAL (SELECT format('%I.%I', $1::text, t.name)::regclass AS oid) c,"
+        " LATERAL (SELECT c.oid UNION SELECT relid FROM pg_partition_tree(c.oid)) p"
     )
+    return int(await conn.fetchval(sql, schema, list(tables)))
 
 
 def _proc_stat(pid: int) -> list[str] | None:
@@ -233,27 +205,25 @@ class Stat:
     def paired_diff(cls, values: Sequence[float], baseline: Sequence[float]) -> Stat:
         return cls.of(v - b for v, b in zip(values, baseline, strict=True))
 
-    def fmt(self, spec: str = ",.0f", *, spread: bool = True, signed: bool = False) -> str:
-        """``median (min..max)``."""
+    def fmt(self, spec: str = ",.0f", *, signed: bool = False) -> str:
+        """``median (min..max)``, or the median alone for one sample."""
         full = ("+" if signed else "") + spec
         text = format(self.median, full)
-        if spread and len(self.samples) > 1:
-            text += f" ({format(self.min, full)}..{format(self.max, full)})"
-        return text
+        spread = f" ({format(self.min, full)}..{format(self.max, full)})"
+        return text + spread if len(self.samples) > 1 else text
 
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A titled table of formatted cells; the first column left-aligned unless ``align``."""
+    """A titled table of formatted cells: the first column left-aligned, the others right."""
 
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str | None = None
-    align: tuple[str, ...] | None = None
 
     def alignment(self) -> tuple[str, ...]:
-        return self.align or ("l",) + ("r",) * (len(self.columns) - 1)
+        return ("l",) + ("r",) * (len(self.columns) - 1)
 
     def to_markdown(self) -> str:
         def line(cells: Iterable[str]) -> str:
@@ -263,6 +233,11 @@ class Table:
         lines = [f"### {self.title}", "", line(self.columns), line(rule)]
         lines += [line(row) for row in self.rows]
         return "\n".join([*lines, *(["", self.caption] if self.caption else [])]) + "\n"
+
+
+def columns(header: str) -> tuple[str, ...]:
+    """A table's column names from its Markdown header, ``"a | b | c"``."""
+    return tuple(name.strip() for name in header.split("|"))
 
 
 def print_table(table: Table) -> None:
@@ -298,17 +273,16 @@ def report(
     rows: Sequence[Mapping[str, object]],
     meta: Mapping[str, object],
     *,
-    started: float,
     title: str,
     tables: Sequence[Table] = (),
     notes: Sequence[str] = (),
     extra: Mapping[str, object] | None = None,
 ) -> int:
     """Print ``tables``; write ``<name>.json`` (meta, rows, extra) and ``<name>.md`` (tables,
-    notes, meta) under ``args.out``. Returns the case's exit status, 0."""
+    notes, meta) under ``args.out``, wall time from ``args.started``. Returns 0."""
     for table in tables:
         print_table(table)
-    elapsed = round(time.perf_counter() - started, 1)
+    elapsed = round(time.perf_counter() - args.started, 1)
     meta = {"command": args.command, **meta, "wall_seconds": elapsed}
     args.out.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -326,20 +300,20 @@ def report(
     return 0
 
 
-def base_parser(
-    name: str, doc: str | None, *, quick_help: str, rounds: bool = False
-) -> argparse.ArgumentParser:
-    """The options every case shares (and ``--rounds`` if asked), described by the first line
-    of the case's ``doc``."""
-    description = doc.split("\n", 1)[0] if doc else None
+def parse_args(name: str, case: ModuleType, argv: Sequence[str]) -> argparse.Namespace:
+    """The options every case shares, ``--rounds`` if the case sets ``ROUNDS``, and its own
+    ``OPTIONS`` (flag: ``add_argument`` keywords); described by its docstring's first line."""
+    description = case.__doc__.split("\n", 1)[0] if case.__doc__ else None
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=description)
-    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--quick", action="store_true", help=case.QUICK_HELP)
     parser.add_argument("--dsn", help="benchmark this server instead of an embedded one")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory (ignored)")
     parser.add_argument("--seed", type=int, default=48, help="seed for outputs and sampling")
-    if rounds:
+    if getattr(case, "ROUNDS", False):
         parser.add_argument("--rounds", type=int, help="override the number of rounds")
-    return parser
+    for flag, keywords in getattr(case, "OPTIONS", {}).items():
+        parser.add_argument(flag, **keywords)
+    return parser.parse_args(argv)
 
 
 def command_line(name: str, argv: Sequence[str]) -> str:

@@ -27,6 +27,7 @@ where the runtime left it when it ran out of work (carried to the copies).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import random
@@ -191,10 +192,6 @@ async def build_large(conn: h.Connection, small: str, copies: int) -> str:
     return schema
 
 
-def size_label(jobs: int) -> str:
-    return f"{jobs / 1e6:g}M" if jobs >= 1_000_000 else f"{jobs // 1000}k"
-
-
 @contextlib.asynccontextmanager
 async def histories(
     conn: h.Connection, dsn: str, seed: int, large_jobs: int | None, *, keep: bool = False
@@ -207,7 +204,8 @@ async def histories(
         if large_jobs is not None:
             schemas.append(await build_large(conn, schemas[0], large_jobs // BASE_JOBS))
         jobs = [BASE_JOBS, large_jobs or 0]
-        yield [(size_label(n), schema, n) for schema, n in zip(schemas, jobs, strict=False)]
+        label = {n: f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n // 1000}k" for n in jobs}
+        yield [(label[n], schema, n) for schema, n in zip(schemas, jobs, strict=False)]
     finally:
         for schema in schemas if not keep else ():
             await engine.drop_queue_schema(conn, schema)
@@ -335,12 +333,8 @@ async def measure(dbs: Sequence[Db], plan: Plan, seed: int) -> dict[str, dict[st
                 counts = await s["counts"].time(round_no, db.client.counts())
                 completed = counts.by_state[JobState.COMPLETED]
                 expected = db.jobs * 95 // 100
-                honest = (
-                    completed == expected
-                    if counts.is_exact(JobState.COMPLETED)
-                    else completed <= min(expected, COUNT_CAP)  # "at least": never too high
-                )
-                if not honest:
+                exact = counts.is_exact(JobState.COMPLETED)  # else "at least": never too high
+                if completed != expected if exact else completed > min(expected, COUNT_CAP):
                     raise AssertionError(f"{db.label}: counts() says {completed} completed")
                 page = await s["browse"].time(round_no, db.client.browse(limit=PAGE))
                 if len({row.id for row in page.rows}) != PAGE:
@@ -416,15 +410,11 @@ def reads_table(
         ratio = h.Stat.paired_ratio(b.round_medians(), a.round_medians())
         cells = [*h.stat_cells(sa, MS, ".2f"), *h.stat_cells(sb, MS, ".2f")]
         rows.append((label, *cells, h.Stat.of(b.round_medians()).fmt(".2f"), ratio.fmt(".2f")))
-        data.append(
-            {
-                "read": key,
-                "label": label,
-                small.label: {"ms": sa, "round_medians": h.Stat.of(a.round_medians())},
-                large.label: {"ms": sb, "round_medians": h.Stat.of(b.round_medians())},
-                "large_over_small": ratio,
-            }
-        )
+        per_db = {
+            db.label: {"ms": st, "round_medians": h.Stat.of(x.round_medians())}
+            for db, st, x in ((small, sa, a), (large, sb, b))
+        }
+        data.append({"read": key, "label": label, **per_db, "large_over_small": ratio})
     table = h.Table(
         f"Browser reads, ms: {small.jobs:,} vs {large.jobs:,} terminal jobs"
         f" ({plan.rounds} rounds x {plan.reps} walks)",
@@ -479,31 +469,32 @@ rows in it (none before the first finish), and `get_job` must find the job compl
 """
 
 
-def parse_args(argv: Sequence[str] | None = None) -> Any:
-    quick = f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
-    quick += f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    parser.add_argument(
-        "--large-jobs", type=int, help="jobs in the large database (multiple of 10,000)"
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the schemas (with --dsn)")
-    args = parser.parse_args(argv)
-    if args.large_jobs is not None and (args.large_jobs < BASE_JOBS or args.large_jobs % BASE_JOBS):
-        parser.error(f"--large-jobs must be a multiple of {BASE_JOBS:,}")
-    return args
+def large_jobs(text: str) -> int:
+    """``--large-jobs``: whole copies of the small history."""
+    if not text.isdigit() or int(text) < BASE_JOBS or int(text) % BASE_JOBS:
+        raise argparse.ArgumentTypeError(f"must be a multiple of {BASE_JOBS:,}")
+    return int(text)
+
+
+QUICK_HELP = f"{QUICK.large_jobs:,} jobs in the large database, {QUICK.rounds} rounds"
+QUICK_HELP += f" (default {FULL.large_jobs:,}, {FULL.rounds} rounds)"
+ROUNDS = True
+OPTIONS = {
+    "--large-jobs": {"type": large_jobs, "help": "jobs in the large database (n x 10,000)"},
+    "--keep": {"action": "store_true", "help": "keep the schemas (with --dsn)"},
+}
 
 
 async def amain(args: Any) -> int:
     base = QUICK if args.quick else FULL
     rounds, large_jobs = args.rounds or base.rounds, args.large_jobs or base.large_jobs
     plan = dataclasses.replace(base, rounds=rounds, large_jobs=large_jobs)
-    started = time.perf_counter()
     async with (
         engine.session(args.dsn) as (dsn, conn, machine),
         histories(conn, dsn, args.seed, plan.large_jobs, keep=args.keep) as built,
         contextlib.AsyncExitStack() as clients,
     ):
-        build_seconds = time.perf_counter() - started
+        build_seconds = time.perf_counter() - args.started
         dbs: list[Db] = []
         before: dict[str, dict[str, list[float]]] = {}
         for label, schema, jobs in built:
@@ -523,39 +514,27 @@ async def amain(args: Any) -> int:
             assert times is not None
             ids = [int(r[0]) for r in compact_ids]
             dbs.append(Db(label, schema, jobs, client, ids, size, (times[0], times[1])))
-        engine.log(f"built and settled in {time.perf_counter() - started:.0f} s")
+        engine.log(f"built and settled in {time.perf_counter() - args.started:.0f} s")
         lat = await measure(dbs, plan, args.seed)
         view = {db.label: await view_lookup(conn, db, plan.view_reps, args.seed) for db in dbs}
     reads, data = reads_table(dbs, lat, plan)
     extra = extra_table(dbs, view, before)
-    meta: dict[str, object] = {
-        "server": "external (--dsn)" if args.dsn else "embedded pgserver",
-        "machine": machine,
-        "config": {
-            "quick": args.quick,
-            "rounds": plan.rounds,
-            "walks_per_round": plan.reps,
-            "page_size": PAGE,
-            "next_pages": NEXT_PAGES,
-            "small_jobs": BASE_JOBS,
-            "large_jobs": plan.large_jobs,
-            "mix_per_100_jobs": {kind: count for kind, count, _ in MIX},
-            "database_bytes": {db.label: db.bytes for db in dbs},
-            "build_seconds": round(build_seconds, 1),
-            "seed": args.seed,
-        },
-        "data": (
-            "small: real runtime; large: the small history replicated by INSERT ... SELECT "
-            "with shifted job ids, claim ids and lane sequences (see the module docstring)"
-        ),
-    }
+    config: dict[str, object] = {"quick": args.quick, "rounds": plan.rounds}
+    config |= {"walks_per_round": plan.reps, "page_size": PAGE, "next_pages": NEXT_PAGES}
+    config |= {"small_jobs": BASE_JOBS, "large_jobs": plan.large_jobs}
+    config["mix_per_100_jobs"] = {kind: count for kind, count, _ in MIX}
+    config["database_bytes"] = {db.label: db.bytes for db in dbs}
+    config |= {"build_seconds": round(build_seconds, 1), "seed": args.seed}
+    meta: dict[str, object] = {"machine": machine, "config": config}
+    meta["server"] = "external (--dsn)" if args.dsn else "embedded pgserver"
+    meta["data"] = "small: real runtime; large: the small history replicated by SQL (see notes)"
+    title = f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs"
     return h.report(
         args,
         NAME,
         data,
         meta,
-        started=started,
-        title=f"Browser reads on {BASE_JOBS:,} vs {plan.large_jobs:,} terminal jobs",
+        title=title,
         tables=(reads, extra),
         notes=(__doc__.split("\n\n", 1)[1] if __doc__ else "", NOTES),
         extra={"terminal_jobs_view_ms": view, "before_horizon_ms": before},

@@ -24,16 +24,15 @@ from awa_tui.app import AwaApp, make_app
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
 from awa_tui.widgets.job_table import JobTable
 from benchmarks._engine import log, session
-from benchmarks._harness import Table, base_parser, report, timed
+from benchmarks._harness import Table, report, timed
 from benchmarks.browser_pages import histories, settle
 from storage import JobPage, JobState
 
 NAME = "console_keys"
 SIZE = (120, 36)
 DEADLINE = 30.0
-PASSES = 2
+PASSES = 2  # each size is measured in this many passes of half the samples, alternating
 PARTS = ("", " read", " cpu")
-"""Each size is measured in this many passes of half the samples, the sizes alternating."""
 
 
 class KeyClock:
@@ -160,14 +159,13 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 async def amain(args: Any) -> int:
     large_jobs = args.large_jobs or (200_000 if args.quick else 1_000_000)
     samples = args.samples or (20 if args.quick else 40)
-    started = time.perf_counter()
     async with (
         session(args.dsn) as (dsn, conn, machine),
         histories(conn, dsn, args.seed, None if args.small_only else large_jobs) as targets,
     ):
         for _label, schema, _jobs in targets:
             await settle(conn, dsn, schema)
-        build = time.perf_counter() - started
+        build = time.perf_counter() - args.started
         log(f"built in {build:.0f} s")
         raw: dict[str, dict[str, list[float]]] = {label: {} for label, _s, _j in targets}
         for half in range(PASSES):  # the sizes alternate, so a change of load hits both
@@ -185,16 +183,13 @@ async def amain(args: Any) -> int:
         tuple(c.replace("_ms", " ms") for c in columns),
         tuple(tuple(str(row[c]) for c in columns) for row in rows),
     )
-    for row in rows:
-        log(f"{row['jobs']} {row['action']}: {row}")
     meta = {"machine": machine, "size": list(SIZE), "build_seconds": round(build, 1)}
-    return report(args, NAME, rows, meta, started=started, title="Console keys", tables=[table])
+    return report(args, NAME, rows, meta, title="Console keys", tables=[table])
 
 
-def parse_args(argv: Sequence[str] | None = None) -> Any:
-    quick = "200,000 jobs in the large database and 20 samples (default 1,000,000, 40)"
-    parser = base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--samples", type=int, help="samples per action")
-    parser.add_argument("--large-jobs", type=int, help="jobs in the large database")
-    parser.add_argument("--small-only", action="store_true", help="only the 10,000-job database")
-    return parser.parse_args(argv)
+QUICK_HELP = "200,000 jobs in the large database and 20 samples (default 1,000,000, 40)"
+OPTIONS = {
+    "--samples": {"type": int, "help": "samples per action"},
+    "--large-jobs": {"type": int, "help": "jobs in the large database"},
+    "--small-only": {"action": "store_true", "help": "only the 10,000-job database"},
+}

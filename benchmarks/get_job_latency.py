@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import random
 import statistics
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -46,12 +44,8 @@ async def build(client: Client, jobs: int, seed: int) -> list[list[int]]:
 
     ids = []
     for index, (_, _, general) in enumerate(POPULATIONS):
-        options: dict[str, Any] = {"tags": ["x"]} if general else {}
-        ids.append(
-            await engine.insert_all(
-                client, [engine.Noop(index * STRIDE + n) for n in range(jobs)], **options
-            )
-        )
+        args = [engine.Noop(index * STRIDE + n) for n in range(jobs)]
+        ids.append(await engine.insert_all(client, args, **({"tags": ["x"]} if general else {})))
         await client.run_until_idle(maintenance_interval=None)
     return ids
 
@@ -69,17 +63,14 @@ async def read(client: Client, population: int, job_id: int) -> float:
     return ms
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds x 150 calls, 1,000 jobs per population (default 5 x 400, 4,000)"
+ROUNDS = True
 
 
 async def amain(args: Any) -> int:
     jobs, calls = (1_000, 150) if args.quick else (4_000, 400)
     rounds = args.rounds or (3 if args.quick else 5)
     rng = random.Random(args.seed)
-    started = time.perf_counter()
     async with (
         engine.session(args.dsn) as (dsn, conn, machine),
         engine.queue_schema(conn, dsn, "bench_get") as (_, client),
@@ -109,5 +100,4 @@ async def amain(args: Any) -> int:
         tuple(rows),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs_per_population": jobs}
-    title = "get_job latency"
-    return h.report(args, NAME, data, meta, started=started, title=title, tables=[table])
+    return h.report(args, NAME, data, meta, title="get_job latency", tables=[table])

@@ -12,7 +12,6 @@ import os
 import sys
 import time
 from asyncio.subprocess import DEVNULL, PIPE
-from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -61,11 +60,8 @@ async def start_server(dsn: str, schema: str) -> tuple[asyncio.subprocess.Proces
     return process, line.split()[2]
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds x 150 completions per variant (default 5 x 400)"
-    parser = _harness.base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--concurrency", type=int, default=8, help="calls in flight")
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds x 150 completions per variant (default 5 x 400)"
+OPTIONS = {"--concurrency": {"type": int, "default": 8, "help": "calls in flight"}}
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -119,7 +115,6 @@ async def measure(
 
 
 async def amain(args: Any) -> int:
-    started = time.perf_counter()
     rounds, per_round = (3, 150) if args.quick else (5, 400)
     async with (
         _engine.session(args.dsn) as (dsn, conn, machine),
@@ -140,4 +135,4 @@ async def amain(args: Any) -> int:
         "own for Python calls); PostgreSQL not included.",
     )
     meta = {"machine": machine, "rounds": rounds, "per_round": per_round, "concurrency": width}
-    return report(args, NAME, data, meta, started=started, title="HTTP completions", tables=[table])
+    return report(args, NAME, data, meta, title="HTTP completions", tables=[table])

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,19 +73,14 @@ def measure(
         for w in workers:
             for case in list(CASES)[:: 1 if repeat % 2 == 0 else -1]:
                 n = [count(dsn, case, jobs, w, seed) for jobs in counts]
-                per_job[case, w, repeat] = (n[1] - n[0]) / (hi - lo)
-                engine.log(
-                    f"repeat {repeat + 1} {w} workers {case}: {per_job[case, w, repeat]:,.0f}"
-                )
+                per_job[case, w, repeat] = value = (n[1] - n[0]) / (hi - lo)
+                engine.log(f"repeat {repeat + 1} {w} workers {case}: {value:,.0f}")
     return per_job
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "1 repeat at 512 workers, 1,000 and 3,000 jobs"
-    quick += " (default 2 repeats at 64 and 512, 1,000 and 4,000 jobs)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick)
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # case jobs workers seed
-    return parser.parse_args(argv)
+QUICK_HELP = "1 repeat at 512 workers, 1,000 and 3,000 jobs (default 2 repeats at 64 and 512,"
+QUICK_HELP += " 1,000 and 4,000 jobs)"
+OPTIONS = {"--child": {"nargs": 4, "help": argparse.SUPPRESS}}  # case jobs workers seed
 
 
 async def amain(args: Any) -> int:
@@ -100,7 +94,6 @@ async def amain(args: Any) -> int:
     repeats, counts, workers = (
         (1, (1_000, 3_000), [512]) if args.quick else (2, (1_000, 4_000), [64, 512])
     )
-    started = time.perf_counter()
     async with engine.session(args.dsn) as (dsn, _, machine):
         per_job = await asyncio.to_thread(measure, dsn, repeats, counts, workers, args.seed)
     rows = []
@@ -126,5 +119,4 @@ async def amain(args: Any) -> int:
     samples = [
         {"case": c, "workers": w, "repeat": r, "per_job": v} for (c, w, r), v in per_job.items()
     ]
-    title = "Client instructions per job"
-    return h.report(args, NAME, samples, meta, started=started, title=title, tables=[table])
+    return h.report(args, NAME, samples, meta, title="Client instructions per job", tables=[table])

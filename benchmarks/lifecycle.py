@@ -53,6 +53,11 @@ class Case:
     def jobs(self, plan_jobs: int) -> int:
         return max(200, plan_jobs // self.share) if self.share > 1 else plan_jobs
 
+    def insert_options(self) -> dict[str, Any]:
+        if self.unique:
+            return {"unique_key": lambda args: f"k{args.i}"}
+        return {"tags": ["x"]} if self.general else {}
+
 
 CASES = (
     Case("none", "no output (baseline)", None),
@@ -120,9 +125,8 @@ async def run_once(
         cpu_started = time.process_time()
         started = time.perf_counter()
         with h.GcClock() as gc_clock:
-            await engine.insert_all(
-                client, [engine.Noop(i) for i in range(jobs)], **_insert_options(case)
-            )
+            args = [engine.Noop(i) for i in range(jobs)]
+            await engine.insert_all(client, args, **case.insert_options())
             inserted = time.perf_counter()
             if case.processes:
                 argv = ["--processes", str(case.processes)]
@@ -194,8 +198,12 @@ def round_order(cases: Sequence[Case], workers: Sequence[int], round_no: int) ->
     return [(w, c) for w in h.rotate(workers, round_no) for c in pair + rest]
 
 
-def paired(mine: Sequence[Run], base: dict[int, Run], metric: Callable[[Run], float]) -> h.Stat:
-    return h.Stat.paired_ratio([metric(r) for r in mine], [metric(base[r.round]) for r in mine])
+def paired(
+    mine: Sequence[Run], base: dict[int, Run], metric: Callable[[Run], float], diff: bool = False
+) -> h.Stat:
+    """``metric`` of each run over (or minus) the baseline's in the same round."""
+    pair = h.Stat.paired_diff if diff else h.Stat.paired_ratio
+    return pair([metric(r) for r in mine], [metric(base[r.round]) for r in mine])
 
 
 def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]) -> list[Any]:
@@ -210,17 +218,12 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
                 verdict = "pass" if ratio.median >= GATE_MIN_RATIO else "not met"
             else:
                 verdict = "baseline" if case is BASELINE else "reported"
-            enqueue = h.Stat.of(r.jobs / r.insert_s for r in mine)
-            run, life = (
-                h.Stat.of(r.jobs / r.run_s for r in mine),
-                h.Stat.of(r.jobs_per_s for r in mine),
-            )
+            per_run = [(r.jobs / r.insert_s, r.jobs / r.run_s, r.jobs_per_s) for r in mine]
+            rates = [h.Stat.of(column).fmt() for column in zip(*per_run, strict=True)]
             row = (case.label, str(w or "auto"))
-            speed.append((*row, enqueue.fmt(), run.fmt(), life.fmt(), ratio.fmt(".3f"), verdict))
+            speed.append((*row, *rates, ratio.fmt(".3f"), verdict))
             wal = [r.wal / r.jobs for r in mine]
-            wal_diff = h.Stat.paired_diff(
-                wal, [base[r.round].wal / base[r.round].jobs for r in mine]
-            )
+            wal_diff = paired(mine, base, lambda r: r.wal / r.jobs, diff=True)
             client = h.Stat.of(r.per_job_us(r.client_cpu_s) for r in mine)
             gc_share = h.Stat.of(100 * r.gc_s / r.client_cpu_s for r in mine)
             server = [r.per_job_us(r.server_cpu_s) for r in mine if r.server_cpu_s is not None]
@@ -245,24 +248,14 @@ def register_slow(client: Client, slow: str) -> None:
             pass
 
 
-def _insert_options(case: Case) -> dict[str, Any]:
-    if case.unique:
-        return {"unique_key": lambda args: f"k{args.i}"}
-    return {"tags": ["x"]} if case.general else {}
-
-
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    parser.add_argument("--jobs", type=int, help="jobs per run")
-    parser.add_argument(
-        "--concurrency", type=int, action="append", help="workers (repeatable; 0: engine's own)"
-    )
-    parser.add_argument("--claim-size", type=int, help="runtime claim_size (engine default)")
-    parser.add_argument(
-        "--cases", default=",".join(c.key for c in CASES[:6]), help="comma-separated case keys"
-    )
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds of 5,000 jobs (default 11 rounds of 20,000)"
+ROUNDS = True
+OPTIONS = {
+    "--jobs": {"type": int, "help": "jobs per run"},
+    "--concurrency": {"type": int, "action": "append", "help": "workers, repeatable (0: engine's)"},
+    "--claim-size": {"type": int, "help": "runtime claim_size (engine default)"},
+    "--cases": {"default": ",".join(c.key for c in CASES[:6]), "help": "comma-separated keys"},
+}
 
 
 async def amain(args: Any) -> int:
@@ -276,7 +269,6 @@ async def amain(args: Any) -> int:
         for c in cases
     }
     tuned = {"claim_size": args.claim_size} if args.claim_size else {}
-    started = time.perf_counter()
     async with engine.session(args.dsn) as (dsn, conn, machine):
         measure = functools.partial(run_once, conn, dsn, values, tuned)
         for case in cases:  # warm-up, not recorded
@@ -290,45 +282,26 @@ async def amain(args: Any) -> int:
                     f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
     speed, cost = summarise(runs, cases, workers)
+    speed_columns = "case | workers | enqueue jobs/s | run jobs/s | lifecycle jobs/s"
+    cost_columns = "case | workers | WAL B/job | Δ WAL vs none | client CPU µs/job"
+    cost_columns += " | GC % of client CPU | server CPU µs/job | client+server CPU x none"
     tables = (
         h.Table(
             f"Whole lifecycle, {jobs:,} jobs per run, {rounds} rounds",
-            (
-                "case",
-                "workers",
-                "enqueue jobs/s",
-                "run jobs/s",
-                "lifecycle jobs/s",
-                "x none, paired",
-                f"gate ≥{GATE_MIN_RATIO}",
-            ),
+            (*h.columns(speed_columns), "x none, paired", f"gate ≥{GATE_MIN_RATIO}"),
             tuple(speed),
             caption="lifecycle = jobs / (enqueue + run); median (min..max) over rounds.",
         ),
         h.Table(
             "WAL and CPU per job",
-            (
-                "case",
-                "workers",
-                "WAL B/job",
-                "Δ WAL vs none",
-                "client CPU µs/job",
-                "GC % of client CPU",
-                "server CPU µs/job",
-                "client+server CPU x none",
-            ),
+            h.columns(cost_columns),
             tuple(cost),
             caption="WAL: insert LSN difference after CHECKPOINT, inserts included. "
             "Server CPU: the PostgreSQL processes' CPU time from /proc.",
         ),
     )
-    meta = {
-        "machine": machine,
-        "rounds": rounds,
-        "jobs": jobs,
-        "workers": workers,
-        "claim_size": args.claim_size or "engine default",
-    }
+    meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "workers": workers}
+    meta["claim_size"] = args.claim_size or "engine default"
     title = "Whole lifecycle with and without outputs"
     rows = [asdict(r) for r in runs]
-    return h.report(args, NAME, rows, meta, started=started, title=title, tables=tables)
+    return h.report(args, NAME, rows, meta, title=title, tables=tables)

@@ -14,7 +14,7 @@ import importlib
 import shutil
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -132,8 +132,7 @@ async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int)
     """(enqueue s, run s, WAL bytes) of one run in a fresh database."""
     database = f"bench_peer_{n}"
     await admin.execute(f'CREATE DATABASE "{database}"')
-    parts = urlsplit(dsn)
-    target = urlunsplit(parts._replace(path=f"/{database}"))
+    target = urlunsplit(urlsplit(dsn)._replace(path=f"/{database}"))
     lsn = ""
 
     async def window() -> float:
@@ -150,11 +149,9 @@ async def one_run(admin: h.Connection, dsn: str, system: str, jobs: int, n: int)
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "2 rounds of 2,000 jobs (default 3 rounds of 20,000)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    parser.add_argument("--jobs", type=int)
-    return parser.parse_args(argv)
+QUICK_HELP = "2 rounds of 2,000 jobs (default 3 rounds of 20,000)"
+ROUNDS = True
+OPTIONS = {"--jobs": {"type": int}}
 
 
 async def amain(args: Any) -> int:
@@ -162,7 +159,6 @@ async def amain(args: Any) -> int:
     jobs = args.jobs or (2_000 if args.quick else 20_000)
     runs: dict[str, list[list[float]]] = {}
     skipped: dict[str, str] = {}
-    started = time.perf_counter()
     async with h.embedded_or_dsn(args.dsn, log=log) as dsn:
         admin: h.Connection = await asyncpg.connect(dsn)
         try:
@@ -191,19 +187,12 @@ async def amain(args: Any) -> int:
         rows.append(
             (system, *(c.fmt(".2f") if n in (3, 5) else c.fmt() for n, c in enumerate(cells)))
         )
+    header = "system | enqueue jobs/s | run jobs/s | lifecycle jobs/s | x ours default | WAL B/job"
     table = h.Table(
         f"Whole lifecycle against peers, 100 B output per job: {jobs:,} jobs, {rounds} rounds",
-        (
-            "system",
-            "enqueue jobs/s",
-            "run jobs/s",
-            "lifecycle jobs/s",
-            "x ours default",
-            "WAL B/job",
-            "WAL x ours default",
-        ),
+        h.columns(header + " | WAL x ours default"),
         tuple(rows),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "skipped": skipped}
     data = [{"system": system, "insert_s_run_s_wal": mine} for system, mine in runs.items()]
-    return h.report(args, NAME, data, meta, started=started, title="Peers", tables=[table])
+    return h.report(args, NAME, data, meta, title="Peers", tables=[table])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import string
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import _engine as engine
@@ -89,10 +88,8 @@ async def run_once(
         return wal / jobs, retained / jobs, jobs * attempts / seconds
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    quick = "3 rounds of 50 jobs (default 3 rounds of 200)"
-    parser = h.base_parser(NAME, __doc__, quick_help=quick, rounds=True)
-    return parser.parse_args(argv)
+QUICK_HELP = "3 rounds of 50 jobs (default 3 rounds of 200)"
+ROUNDS = True
 
 
 async def amain(args: Any) -> int:
@@ -100,7 +97,6 @@ async def amain(args: Any) -> int:
     outputs = make_outputs(256, args.seed)
     cases = [(a, o) for a in ATTEMPTS for o in (True, False)]
     runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {c: [] for c in cases}
-    started = time.perf_counter()
     async with engine.session(args.dsn) as (dsn, conn, machine):
         await run_once(conn, dsn, 3, outputs, 50)  # warm-up, not recorded
         for round_no in range(rounds):
@@ -136,4 +132,4 @@ async def amain(args: Any) -> int:
     )
     meta = {"machine": machine, "jobs": jobs, "rounds": rounds}
     data = [{"attempts": a, "output": o, "wal_retained_rate": runs[a, o]} for a, o in cases]
-    return h.report(args, NAME, data, meta, started=started, title="Retry storm", tables=[table])
+    return h.report(args, NAME, data, meta, title="Retry storm", tables=[table])

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from benchmarks._engine import Noop, queue_schema, session
-from benchmarks._harness import Table, base_parser, latency_stats, report, stat_cells
+from benchmarks._harness import Table, latency_stats, report, stat_cells
 from storage import Client, Job, Tasks
 
 NAME = "wakeup"
@@ -66,7 +65,6 @@ async def measure(dsn: str, schema: str, samples: int) -> tuple[list[float], lis
 
 
 async def amain(args: Any) -> int:
-    started = time.perf_counter()
     samples = args.samples or (60 if args.quick else 300)
     async with (
         session(args.dsn) as (dsn, conn, machine),
@@ -86,11 +84,9 @@ async def amain(args: Any) -> int:
     )
     data = [{"wake_ms": wake_ms, "insert_ms": insert_ms}]
     meta = {"machine": machine, "samples": samples}
-    report(args, NAME, data, meta, started=started, title="Wake-up on insert", tables=(table,))
+    report(args, NAME, data, meta, title="Wake-up on insert", tables=(table,))
     return 0 if latency_stats(wake_ms)["median"] <= TARGET_MS else 1
 
 
-def parse_args(argv: Sequence[str] | None) -> Any:
-    parser = base_parser(NAME, __doc__, quick_help="60 jobs (default 300)")
-    parser.add_argument("--samples", type=int, help="jobs to time")
-    return parser.parse_args(argv)
+QUICK_HELP = "60 jobs (default 300)"
+OPTIONS = {"--samples": {"type": int, "help": "jobs to time"}}
