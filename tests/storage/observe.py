@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 
@@ -15,3 +17,12 @@ async def until(check: Callable[[], Awaitable[bool]], *, tries: int = 2000) -> N
         if await check():
             return
     raise AssertionError("the condition was not reached in time")
+
+
+async def until_true(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Poll an in-process condition another task sets (a handler count, a runtime's state),
+    yielding 10 ms between checks, for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)

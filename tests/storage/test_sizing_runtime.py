@@ -6,24 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import asyncpg
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
 from storage.sizing import FLOOR
+from tests.storage.observe import until_true
 
 
 class Tick(BaseModel):
     n: int
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 async def test_an_explicit_cap_bounds_running_handlers_and_held_jobs(
@@ -46,7 +39,7 @@ async def test_an_explicit_cap_bounds_running_handlers_and_held_jobs(
     await client.insert_many([Tick(n=i) for i in range(300)])
     await client.start(concurrency=8, claim_size=5, maintenance_interval=None)
     try:
-        await _until(lambda: running == 8)  # two claims (5, then the 3 free slots) fill it
+        await until_true(lambda: running == 8)  # two claims (5, then the 3 free slots) fill it
         release.set()
         await client.run_until_idle()
     finally:

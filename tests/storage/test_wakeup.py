@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -18,19 +17,13 @@ from pydantic import BaseModel
 
 from storage import Client, ConfigError, HealthState, Job, JobState, Tasks
 from storage.db import connect_once
+from tests.storage.observe import until_true
 
 POLL = 5.0  # seconds: long enough that a pick-up by polling would fail the bound below
 
 
 class Ping(BaseModel):
     n: int
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 def _idle(client: Client) -> bool:
@@ -54,7 +47,7 @@ async def test_a_job_inserted_while_two_runtimes_idle_starts_before_their_poll(
     try:
         for worker in workers:
             await worker.start(poll_interval=POLL, maintenance_interval=None)
-        await _until(lambda: all(_idle(w) for w in workers))
+        await until_true(lambda: all(_idle(w) for w in workers))
         inserted_at = time.monotonic()
         await inserter.insert(Ping(n=1))
         begun = await asyncio.wait_for(started, POLL * 2)
@@ -82,7 +75,7 @@ async def test_a_bulk_insert_sends_one_notice_per_queue(
         await listener.add_listener(f"awa_ready_{schema}", collect)
         await client.insert_many([{"n": i} for i in range(50)], kind="a", queue="alpha")
         await client.insert_many([{"n": i} for i in range(50)], kind="a", queue="beta", priority=1)
-        await _until(lambda: len(heard) >= 2)
+        await until_true(lambda: len(heard) >= 2)
         await listener.fetchval("SELECT 1")  # anything else sent by now has been read
         assert sorted(heard) == ["alpha", "beta"]
 
@@ -102,7 +95,7 @@ async def test_a_scheduled_job_promoted_by_another_client_wakes_an_idle_runtime(
         await Client.connect(migrated_dsn, schema, tasks=tasks) as leader,
     ):
         await worker.start(poll_interval=POLL, maintenance_interval=None)
-        await _until(lambda: _idle(worker))
+        await until_true(lambda: _idle(worker))
         row = await leader.insert(Ping(n=1), run_at=datetime.now(UTC) + timedelta(hours=1))
         await conn.execute("UPDATE deferred_jobs SET run_at = now() WHERE job_id = $1", row.id)
         report = await leader.run_maintenance()
@@ -126,9 +119,9 @@ async def test_a_queue_cap_bounds_the_handlers_running_at_once(client: Client) -
     await client.insert_many([{"n": i} for i in range(6)], kind="send")
     await client.start(queues={"mail": 2}, concurrency=10, maintenance_interval=None)
     try:
-        await _until(lambda: running == 2)
+        await until_true(lambda: running == 2)
         release.set()
-        await _until(
+        await until_true(
             lambda: running == 0 and not (client.worker.runtime and client.worker.runtime.inflight)
         )
         await client.run_until_idle()
