@@ -109,11 +109,11 @@ class FailureGroupsScreen(TableScreen):
             self.fetching = False
 
     def on_failure_groups_loaded(self, message: FailureGroupsLoaded) -> None:
+        keep = self.current  # before the rows change: the row the cursor is on
         self.groups = message.groups
         self.loaded = True
         self.stale = False
         table = self.query_one(DataTable)
-        keep = self.current
         table.clear()
         now = self.awa.now()
         for g in self.groups:

@@ -120,11 +120,11 @@ class QueuesScreen(TableScreen):
             self.fetching = False
 
     def on_queues_loaded(self, message: QueuesLoaded) -> None:
+        keep = self.current  # before the rows change: the row the cursor is on
         self.queues = message.queues
         self.loaded = True
         self.stale = False
         table = self.query_one(DataTable)
-        keep = self.current
         table.clear()
         now = self.awa.now()
         for q in self.queues:
