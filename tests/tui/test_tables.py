@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.pilot import Pilot
+
 from awa_tui.screens.failure_groups import FailureGroupsScreen
 from storage import Client, ConnectionFailed, Job
 from tests.tui.conftest import settle, text_of
@@ -28,6 +30,15 @@ async def fail(client: Client, kind: str, count: int) -> None:
     await client.run_until_idle([kind])
 
 
+async def open_groups(pilot: Pilot[Any]) -> FailureGroupsScreen:
+    await settle(pilot)
+    await pilot.press("G")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, FailureGroupsScreen)
+    return screen
+
+
 async def test_the_selected_failure_group_stays_selected_when_the_groups_reorder(
     migrated_dsn: str, schema: str, client: Client
 ) -> None:
@@ -38,11 +49,7 @@ async def test_the_selected_failure_group_stays_selected_when_the_groups_reorder
     await fail(client, "thumbnail", 2)
     app = build_app(migrated_dsn, schema)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("G")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, FailureGroupsScreen)
+        screen = await open_groups(pilot)
         await pilot.press("j")
         await settle(pilot)
         assert screen.current is not None
@@ -50,7 +57,7 @@ async def test_the_selected_failure_group_stays_selected_when_the_groups_reorder
         await fail(client, "thumbnail", 2)  # now 4 against 3: thumbnail moves to the top
         await pilot.press("r")
         await settle(pilot)
-        assert [g.kind for g in screen.groups] == ["thumbnail", "resize"]
+        assert [g.kind for g in screen.rows] == ["thumbnail", "resize"]
         assert screen.current is not None
         assert screen.current.kind == "thumbnail"
         assert "Kind thumbnail" in text_of(screen.query_one("#group-summary"))
@@ -63,16 +70,12 @@ async def test_failure_groups_stay_on_screen_marked_stale_while_the_connection_i
     await fail(client, "resize", 3)
     app = build_app(migrated_dsn, schema)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("G")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, FailureGroupsScreen)
+        screen = await open_groups(pilot)
         assert "stale" not in text_of(screen.query_one("#groups-head"))
         # No pause before the checks: the app's health probe would find the database again.
         app.note_lost(ConnectionFailed("PostgreSQL at db:5432 is unreachable."))
         assert "stale: the connection is lost" in text_of(screen.query_one("#groups-head"))
-        assert len(screen.groups) == 1
+        assert len(screen.rows) == 1
         app.note_read()
         await settle(pilot)
         assert "stale" not in text_of(screen.query_one("#groups-head"))
