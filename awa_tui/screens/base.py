@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual.screen import Screen
-from textual.widgets import DataTable
 
 from awa_tui.messages import ClientConnected
 from awa_tui.resilience import Guarded
@@ -76,35 +75,3 @@ class AwaScreen(Guarded, Screen[None]):
         if self.binding_reason(action) is None:
             return True
         return False if self.hides(action) else None
-
-
-class TableScreen(AwaScreen):
-    """A screen around one ``DataTable`` of rows that ``reload`` reads: ``j``/``k`` move, ``r``
-    reloads, ``esc`` goes back, and ``start_live_refresh`` reloads at the app's refresh
-    interval while the screen is on top and no read is in flight."""
-
-    fetching = False
-
-    def reload(self) -> None:
-        """Read the rows again (each screen starts its own load worker)."""
-        raise NotImplementedError
-
-    def start_live_refresh(self) -> None:
-        if (refresh := self.awa.settings.refresh) > 0:
-            self.set_interval(refresh, self._tick)
-
-    def _tick(self) -> None:
-        if self.is_current and not self.fetching:
-            self.reload()
-
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_refresh(self) -> None:
-        self.reload()
-
-    def action_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()

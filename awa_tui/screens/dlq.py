@@ -2,35 +2,48 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+from functools import partial
 from typing import ClassVar
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
-from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
-from awa_tui.messages import JobsChanged, JobsLoaded
+from awa_tui.messages import JobsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
-from awa_tui.widgets.app_header import AppHeader
-from awa_tui.widgets.mode_banner import ModeBanner
-from storage import JobRow
+from storage import Client, JobRow
 
 PAGE_SIZE = 50
 DLQ_QUERY = JobQuery(tab="dlq")
 WRITES = frozenset({"retry", "purge", "bulk_retry", "bulk_purge"})
 
 
-class DlqScreen(TableScreen):
+class DlqScreen(TableScreen[JobRow]):
     """Dead-lettered jobs, newest first. Enter opens one; R retries, P purges (confirmed)."""
 
+    NAME = "dlq"
+    HEADING = "Dead-letter queue"
+    COLUMNS = (
+        ("mark", " ", 1),
+        ("id", "id", 7),
+        ("kind", "kind", 24),
+        ("queue", "queue", 10),
+        ("when", "dead-lettered", 13),
+        ("attempt", "att", 5),
+        ("out", "out", 3),
+        ("reason", "reason", None),
+    )
+    ENTER = "open_job"
     WRITE_ACTIONS = WRITES
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -50,109 +63,51 @@ class DlqScreen(TableScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: list[JobRow] = []
         self.marks: set[int] = set()
         self.has_more = False
-        # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
-        self.fetching = False
 
-    def compose(self) -> ComposeResult:
-        yield AppHeader(icon="≡")
-        yield ModeBanner()
-        yield Static(Text("Dead-letter queue", style="bold"), id="dlq-head")
-        yield DataTable(id="dlq-table", cursor_type="row")
+    def compose_detail(self) -> ComposeResult:
         with VerticalScroll(id="dlq-detail"):
             yield Static("", id="dlq-entry")
-        yield Footer(compact=True, show_command_palette=False)
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        for key, label, width in (
-            ("mark", " ", 1),
-            ("id", "id", 7),
-            ("kind", "kind", 24),
-            ("queue", "queue", 10),
-            ("when", "dead-lettered", 13),
-            ("attempt", "att", 5),
-            ("out", "out", 3),
-            ("reason", "reason", None),
-        ):
-            table.add_column(label, key=key, width=width)
-        table.focus()
-        self.load(append=False)
-        refresh = self.awa.settings.refresh
-        if refresh > 0:  # live, like the job browser; the cursor stays on its entry
-            self.set_interval(refresh, self._tick)
-
-    def _tick(self) -> None:
-        if self.is_current and not self.fetching:
-            self.load(append=False)
-
-    @work(exclusive=True, exit_on_error=False, group="dlq")
-    async def load(self, *, append: bool) -> None:
-        client = await self.awa.client()
-        self.fetching = True
-        try:
-            before = self.rows[-1].id if append and self.rows else None
-            limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
-            rows = (await client.browse(dlq=True, before_id=before, limit=limit)).rows
-            self.post_message(JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit))
-        finally:
-            self.fetching = False
+    async def fetch(self, client: Client, *, append: bool = False) -> JobsLoaded:
+        """The newest entries again (as many as shown), or with ``append`` the next page."""
+        before = self.rows[-1].id if append and self.rows else None
+        limit = PAGE_SIZE if append else max(PAGE_SIZE, len(self.rows))
+        rows = (await client.browse(dlq=True, before_id=before, limit=limit)).rows
+        return JobsLoaded(DLQ_QUERY, rows, append, not append, len(rows) == limit)
 
     def on_jobs_loaded(self, message: JobsLoaded) -> None:
-        table = self.query_one(DataTable)
-        keep = self.current
-        self.rows = self.rows + message.rows if message.append else list(message.rows)
+        rows = self.rows + message.rows if message.append else list(message.rows)
         self.has_more = message.has_more
-        self.marks &= {row.id for row in self.rows}
-        table.clear()
-        now = self.awa.now()
-        for row in self.rows:
-            dlq_at = row.dlq.dlq_at if row.dlq is not None else None
-            reason = row.dlq.reason if row.dlq is not None else ""
-            table.add_row(
-                Text("●", style="bold yellow") if row.id in self.marks else " ",
-                Text(str(row.id), justify="right"),
-                kind_text(row.kind, self.awa.describe_kind(row.kind)),
-                row.queue,
-                relative(dlq_at, now),
-                f"{row.attempt}/{row.max_attempts}",
-                Text(KEPT_OUTPUT_MARK, style="yellow")
-                if row.kept_output_position() is not None
-                else "",
-                Text(one_line(reason, 70), style="red"),
-                key=str(row.id),
-            )
-        ids = [row.id for row in self.rows]
-        if keep is not None and keep.id in ids:
-            table.move_cursor(row=ids.index(keep.id), animate=False)
-        more = " · more below (n)" if self.has_more else ""
-        self.query_one("#dlq-head", Static).update(
-            Text.assemble(
-                ("Dead-letter queue", "bold"), f" · {len(self.rows):,} shown, newest first{more}"
-            )
+        self.marks &= {row.id for row in rows}
+        self.show_rows(rows)
+
+    def row_key(self, row: JobRow) -> str:
+        return str(row.id)
+
+    def cells(self, row: JobRow, now: datetime) -> Sequence[RenderableType]:
+        dlq_at = row.dlq.dlq_at if row.dlq is not None else None
+        reason = row.dlq.reason if row.dlq is not None else ""
+        return (
+            self._mark(row.id),
+            Text(str(row.id), justify="right"),
+            kind_text(row.kind, self.awa.describe_kind(row.kind)),
+            row.queue,
+            relative(dlq_at, now),
+            f"{row.attempt}/{row.max_attempts}",
+            Text(KEPT_OUTPUT_MARK, style="yellow")
+            if row.kept_output_position() is not None
+            else "",
+            Text(one_line(reason, 70), style="red"),
         )
-        self.show_current()
-        self.refresh_bindings()
 
-    def on_jobs_changed(self, message: JobsChanged) -> None:
-        self.load(append=False)
+    def _mark(self, job_id: int) -> RenderableType:
+        return Text("●", style="bold yellow") if job_id in self.marks else " "
 
-    @property
-    def current(self) -> JobRow | None:
-        row = self.query_one(DataTable).cursor_row
-        return self.rows[row] if 0 <= row < len(self.rows) else None
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_current()
-        self.refresh_bindings()
-
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        self.action_open_job()
+    def headline(self) -> list[HeadPart]:
+        more = " · more below (n)" if self.has_more else ""
+        return [f" · {len(self.rows):,} shown, newest first{more}"]
 
     def show_current(self) -> None:
         row = self.current
@@ -212,16 +167,11 @@ class DlqScreen(TableScreen):
         if row is None:
             return
         (self.marks.discard if row.id in self.marks else self.marks.add)(row.id)
-        self.query_one(DataTable).update_cell(
-            str(row.id), "mark", Text("●", style="bold yellow") if row.id in self.marks else " "
-        )
+        self.query_one(DataTable).update_cell(str(row.id), "mark", self._mark(row.id))
         self.query_one(DataTable).action_cursor_down()
 
     def action_next_page(self) -> None:
-        self.load(append=True)
-
-    def reload(self) -> None:
-        self.load(append=False)
+        self.read(partial(self.fetch, append=True))
 
     def action_copy(self) -> None:
         if self.current is not None:

@@ -11,25 +11,25 @@ through the state-guarded bulk actions, so a job that moved on meanwhile is skip
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from datetime import datetime
 from typing import ClassVar
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Static
 
-from awa_tui.messages import FailureGroupsLoaded, JobsChanged
+from awa_tui.messages import FailureGroupsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.table import STALE_MARK, HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
-from awa_tui.widgets.app_header import AppHeader
-from awa_tui.widgets.mode_banner import ModeBanner
-from storage import FailureGroup
+from storage import Client, FailureGroup
 
 WRITES = frozenset({"retry_group", "cancel_group"})
 _PLACEHOLDER = re.compile(r"<(?:n|str|uuid|hex)>")
@@ -51,9 +51,20 @@ def group_tab(group: FailureGroup) -> str:
     return present[0] if len(present) == 1 else "all"
 
 
-class FailureGroupsScreen(TableScreen):
+class FailureGroupsScreen(TableScreen[FailureGroup]):
     """The largest groups first; the detail shows the sample error and where members are."""
 
+    NAME = "groups"
+    HEADING = "Failure groups"
+    COLUMNS = (
+        ("count", "count", 7),
+        ("kind", "kind", 20),
+        ("first", "first seen", 10),
+        ("last", "last seen", 10),
+        ("out", "out", 3),
+        ("signature", "signature", None),  # last: a narrow terminal cuts only this
+    )
+    ENTER = "jobs"
     WRITE_ACTIONS = WRITES
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -67,104 +78,38 @@ class FailureGroupsScreen(TableScreen):
         Binding("k", "up", "Up", show=False, id="groups.up"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.groups: list[FailureGroup] = []
-        self.loaded = False
-        self.stale = False
-        self.fetching = False
-
-    def compose(self) -> ComposeResult:
-        yield AppHeader(icon="≡")
-        yield ModeBanner()
-        yield Static(Text("Failure groups", style="bold"), id="groups-head")
-        yield DataTable(id="groups-table", cursor_type="row")
+    def compose_detail(self) -> ComposeResult:
         with VerticalScroll(id="group-detail"):
             yield Static("", id="group-summary")
-        yield Footer(compact=True, show_command_palette=False)
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        for key, label, width in (
-            ("count", "count", 7),
-            ("kind", "kind", 20),
-            ("first", "first seen", 10),
-            ("last", "last seen", 10),
-            ("out", "out", 3),
-            ("signature", "signature", None),  # last: a narrow terminal cuts only this
-        ):
-            table.add_column(label, key=key, width=width)
-        table.focus()
-        self.load()
-        self.start_live_refresh()
-
-    @work(exclusive=True, exit_on_error=False, group="groups")
-    async def load(self) -> None:
-        client = await self.awa.client()
-        self.fetching = True
-        try:
-            self.post_message(FailureGroupsLoaded(await client.failure_groups()))
-        finally:
-            self.fetching = False
+    async def fetch(self, client: Client) -> FailureGroupsLoaded:
+        return FailureGroupsLoaded(await client.failure_groups())
 
     def on_failure_groups_loaded(self, message: FailureGroupsLoaded) -> None:
-        self.groups = message.groups
-        self.loaded = True
-        self.stale = False
-        table = self.query_one(DataTable)
-        keep = self.current
-        table.clear()
-        now = self.awa.now()
-        for g in self.groups:
-            table.add_row(
-                Text(f"{g.count:,}{'+' if g.capped else ''}", justify="right", style="bold"),
-                kind_text(g.kind, self.awa.describe_kind(g.kind)),
-                relative(g.first_seen, now),
-                relative(g.last_seen, now),
-                Text(KEPT_OUTPUT_MARK, style="yellow") if g.kept_output else "",
-                Text(one_line(g.signature, 90), style="red"),
-                key=_key(g),
-            )
-        keys = [_key(g) for g in self.groups]
-        if keep is not None and _key(keep) in keys:
-            table.move_cursor(row=keys.index(_key(keep)), animate=False)
-        self._head()
-        self.show_current()
-        self.refresh_bindings()
+        self.show_rows(message.groups)
 
-    def _head(self) -> None:
-        total = sum(g.count for g in self.groups)
-        parts: list[str | tuple[str, str]] = [
-            ("Failure groups", "bold"),
-            f" · {plural(len(self.groups), 'group')}, "
-            f"{plural(total, 'failed, retrying or dead-lettered job')}",
+    def row_key(self, row: FailureGroup) -> str:
+        return f"{row.kind}\x1f{row.signature}"
+
+    def cells(self, row: FailureGroup, now: datetime) -> Sequence[RenderableType]:
+        return (
+            Text(f"{row.count:,}{'+' if row.capped else ''}", justify="right", style="bold"),
+            kind_text(row.kind, self.awa.describe_kind(row.kind)),
+            relative(row.first_seen, now),
+            relative(row.last_seen, now),
+            Text(KEPT_OUTPUT_MARK, style="yellow") if row.kept_output else "",
+            Text(one_line(row.signature, 90), style="red"),
+        )
+
+    def headline(self) -> list[HeadPart]:
+        total = sum(g.count for g in self.rows)
+        parts: list[HeadPart] = [
+            f" · {plural(len(self.rows), 'group')}, "
+            f"{plural(total, 'failed, retrying or dead-lettered job')}"
         ]
         if self.stale:
-            parts.append((" · stale: the connection is lost", "bold red"))
-        self.query_one("#groups-head", Static).update(Text.assemble(*parts))
-
-    def stale_changed(self, stale: bool) -> None:
-        """Marked while lost; when it is back, the app's JobsChanged reloads the rows."""
-        self.stale = stale
-        self._head()
-
-    def on_jobs_changed(self, message: JobsChanged) -> None:
-        self.load()
-
-    @property
-    def current(self) -> FailureGroup | None:
-        row = self.query_one(DataTable).cursor_row
-        return self.groups[row] if 0 <= row < len(self.groups) else None
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_current()
-        self.refresh_bindings()
-
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        self.action_jobs()
+            parts.append(STALE_MARK)
+        return parts
 
     def show_current(self) -> None:
         g = self.current
@@ -201,7 +146,7 @@ class FailureGroupsScreen(TableScreen):
     def binding_reason(self, action: str) -> str | None:
         if action in WRITES and not self.awa.writable:
             return self.awa.read_only_reason
-        current = self.current if self.is_mounted else None
+        current = self.current
         if action in (*WRITES, "jobs", "open_sample") and current is None:
             return "No failure group is selected."
         if action == "retry_group" and current and not (current.failed or current.dead_lettered):
@@ -209,9 +154,6 @@ class FailureGroupsScreen(TableScreen):
         if action == "cancel_group" and current and not current.retryable:
             return "This group has no retryable job to cancel (failed jobs have ended)."
         return None
-
-    def reload(self) -> None:
-        self.load()
 
     def action_jobs(self) -> None:
         g = self.current
@@ -284,7 +226,3 @@ class FailureGroupsScreen(TableScreen):
             self.awa.notify(f"{done:,} of {count:,} jobs {past}.", title=verb)
         finally:
             self.awa.broadcast_changed([])
-
-
-def _key(group: FailureGroup) -> str:
-    return f"{group.kind}\x1f{group.signature}"

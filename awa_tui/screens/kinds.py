@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Label, Static
+from textual.widgets import Label, Static
 
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import TableScreen
+from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
-from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.json_view import JsonView
-from awa_tui.widgets.mode_banner import ModeBanner
-from storage import JobState, KindSummary
+from storage import Client, JobState, KindSummary
 
 COUNTED = (
     ("avail", JobState.AVAILABLE),
@@ -31,10 +29,25 @@ COUNTED = (
     ("retry", JobState.RETRYABLE),
     ("failed", JobState.FAILED),
 )
+EMPTY = "No kinds yet: no runtime has published a descriptor and no job exists."
 
 
-class KindsScreen(TableScreen):
+class KindsScreen(TableScreen[KindSummary]):
     """Enter shows the kind's jobs; ``s`` its schema full screen."""
+
+    NAME = "kinds"
+    HEADING = "Job kinds"
+    COLUMNS = (
+        ("kind", "kind", None),  # then the counts: what on-call reads first
+        *[(label, label, None) for label, _state in COUNTED],
+        ("dlq", "dlq", None),
+        ("type", "output type", None),
+        ("schema", "schema", None),
+        ("stale", "descriptor", None),
+        ("name", "display name", None),
+    )
+    ENTER = "jobs"
+    LIVE = False
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="kinds.back"),
@@ -45,96 +58,48 @@ class KindsScreen(TableScreen):
         Binding("k", "up", "Up", show=False, id="kinds.up"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.kinds: list[KindSummary] = []
-
-    def compose(self) -> ComposeResult:
-        yield AppHeader(icon="≡")
-        yield ModeBanner()
-        yield Static(Text("Job kinds", style="bold"), id="kinds-head")
-        yield DataTable(id="kinds-table", cursor_type="row")
+    def compose_detail(self) -> ComposeResult:
         with VerticalScroll(id="kind-detail"):
             yield Static("", id="kind-descriptor")
             yield Label("Output schema", classes="section-title", id="kind-schema-title")
             yield JsonView(id="kind-schema", empty="(no schema published)")
             yield Label("Extra", classes="section-title", id="kind-extra-title")
             yield JsonView(id="kind-extra")
-        yield Footer(compact=True, show_command_palette=False)
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        table.add_column("kind", key="kind")  # then the counts: what on-call reads first
-        for label, _state in COUNTED:
-            table.add_column(label, key=label)
-        table.add_column("dlq", key="dlq")
-        table.add_column("output type", key="type")
-        table.add_column("schema", key="schema")
-        table.add_column("descriptor", key="stale")
-        table.add_column("display name", key="name")
-        table.focus()
-        self.load()
-
-    @work(exclusive=True, exit_on_error=False, group="kinds")
-    async def load(self) -> None:
-        client = await self.awa.client()
-        self.post_message(KindsLoaded(await client.list_kinds()))
+    async def fetch(self, client: Client) -> KindsLoaded:
+        return KindsLoaded(await client.list_kinds())
 
     def on_kinds_loaded(self, message: KindsLoaded) -> None:
-        self.kinds = message.kinds
         self.awa.descriptors = {k.kind: k.descriptor for k in message.kinds if k.descriptor}
-        table = self.query_one(DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        for summary in self.kinds:
-            d = summary.descriptor
-            table.add_row(
-                Text(summary.kind, style="bold"),
-                *[_count(summary.counts.get(state, 0)) for _label, state in COUNTED],
-                _count(summary.dlq),
-                Text(d.output_type_name, style="cyan")
-                if d and d.output_type_name
-                else Text("-", style="dim"),
-                "✓" if d and d.output_schema else "",
-                _stale(summary),
-                (d.display_name if d else None) or "",
-                key=summary.kind,
-            )
-        if self.kinds:
-            table.move_cursor(row=min(cursor, len(self.kinds) - 1))
-            self.show_kind(table.cursor_row)
-        else:
-            self.query_one("#kind-descriptor", Static).update(
-                Text(
-                    "No kinds yet: no runtime has published a descriptor and no job exists.",
-                    style="dim",
-                )
-            )
-        self.query_one("#kinds-head", Static).update(
-            Text.assemble(("Job kinds", "bold"), f" · {len(self.kinds)} known")
+        self.show_rows(message.kinds)
+
+    def row_key(self, row: KindSummary) -> str:
+        return row.kind
+
+    def cells(self, row: KindSummary, now: datetime) -> Sequence[RenderableType]:
+        d = row.descriptor
+        return (
+            Text(row.kind, style="bold"),
+            *[_count(row.counts.get(state, 0)) for _label, state in COUNTED],
+            _count(row.dlq),
+            Text(d.output_type_name, style="cyan")
+            if d and d.output_type_name
+            else Text("-", style="dim"),
+            "✓" if d and d.output_schema else "",
+            _stale(row),
+            (d.display_name if d else None) or "",
         )
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_kind(event.cursor_row)
+    def headline(self) -> list[HeadPart]:
+        return [f" · {len(self.rows)} known"]
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        self.action_jobs()
-
-    @property
-    def current(self) -> KindSummary | None:
-        row = self.query_one(DataTable).cursor_row
-        return self.kinds[row] if 0 <= row < len(self.kinds) else None
-
-    def show_kind(self, index: int) -> None:
-        if not 0 <= index < len(self.kinds):
+    def show_current(self) -> None:
+        summary = self.current
+        box = self.query_one("#kind-descriptor", Static)
+        if summary is None:
+            box.update(Text(EMPTY if self.loaded else "", style="dim"))
             return
-        summary = self.kinds[index]
-        self.query_one("#kind-descriptor", Static).update(
-            descriptor_renderable(summary, self.awa.now())
-        )
+        box.update(descriptor_renderable(summary, self.awa.now()))
         d = summary.descriptor
         schema = d.output_schema if d is not None else None
         extra = d.extra if d is not None else {}
@@ -143,10 +108,9 @@ class KindsScreen(TableScreen):
         for name, shown in (("schema", d is not None), ("extra", bool(extra))):
             self.query_one(f"#kind-{name}-title").display = shown
             self.query_one(f"#kind-{name}").display = shown
-        self.refresh_bindings()
 
     def binding_reason(self, action: str) -> str | None:
-        current = self.current if self.is_mounted else None
+        current = self.current
         if action == "jobs" and current is None:
             return "No kind is selected."
         if action == "schema" and (
@@ -156,9 +120,6 @@ class KindsScreen(TableScreen):
         ):
             return "This kind publishes no output schema."
         return None
-
-    def reload(self) -> None:
-        self.load()
 
     def action_jobs(self) -> None:
         current = self.current

@@ -8,25 +8,24 @@ stale while the connection is lost.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import ClassVar
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, Footer, Sparkline, Static
+from textual.widgets import Sparkline, Static
 
-from awa_tui.messages import JobsChanged, QueuesLoaded
+from awa_tui.messages import QueuesLoaded
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import TableScreen
 from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.table import STALE_MARK, HeadPart, TableScreen
 from awa_tui.timefmt import both
-from awa_tui.widgets.app_header import AppHeader
-from awa_tui.widgets.mode_banner import ModeBanner
-from storage import JobState, QueueSummary
+from storage import Client, JobState, QueueSummary
 
 DEPTH = (
     ("avail", JobState.AVAILABLE),
@@ -63,9 +62,22 @@ def lag_text(lag: timedelta | None) -> Text:
     return Text(shown, style=style, justify="right")
 
 
-class QueuesScreen(TableScreen):
+class QueuesScreen(TableScreen[QueueSummary]):
     """Enter shows the queue's jobs; ``p`` pauses or resumes it."""
 
+    NAME = "queues"
+    HEADING = "Queues"
+    COLUMNS = (
+        ("queue", "queue", None),
+        ("state", "state", None),
+        ("lag", "lag", None),  # lag and failures first: what on-call reads first
+        ("f1h", "failed 1h", None),
+        *[(label, label, None) for label, _state in DEPTH],
+        ("c5", "done 5m", None),
+        ("c1h", "done 1h", None),
+        ("spark", "completions/min, last hour", None),
+    )
+    ENTER = "jobs"
     WRITE_ACTIONS = frozenset({"toggle_pause"})
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -77,105 +89,40 @@ class QueuesScreen(TableScreen):
         Binding("k", "up", "Up", show=False, id="queues.up"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.queues: list[QueueSummary] = []
-        self.loaded = False
-        self.stale = False
-        self.fetching = False
-
-    def compose(self) -> ComposeResult:
-        yield AppHeader(icon="≡")
-        yield ModeBanner()
-        yield Static(Text("Queues", style="bold"), id="queues-head")
-        yield DataTable(id="queues-table", cursor_type="row")
+    def compose_detail(self) -> ComposeResult:
         with Vertical(id="queue-detail"):
             yield Static("", id="queue-summary")
             yield Sparkline([0], id="queue-spark")
-        yield Footer(compact=True, show_command_palette=False)
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        table.add_column("queue", key="queue")
-        table.add_column("state", key="state")
-        table.add_column("lag", key="lag")  # lag and failures first: what on-call reads first
-        table.add_column("failed 1h", key="f1h")
-        for label, _state in DEPTH:
-            table.add_column(label, key=label)
-        table.add_column("done 5m", key="c5")
-        table.add_column("done 1h", key="c1h")
-        table.add_column("completions/min, last hour", key="spark")
-        table.focus()
-        self.load()
-        self.start_live_refresh()
-
-    @work(exclusive=True, exit_on_error=False, group="queues")
-    async def load(self) -> None:
-        client = await self.awa.client()
-        self.fetching = True
-        try:
-            self.post_message(QueuesLoaded(await client.list_queues()))
-        finally:
-            self.fetching = False
+    async def fetch(self, client: Client) -> QueuesLoaded:
+        return QueuesLoaded(await client.list_queues())
 
     def on_queues_loaded(self, message: QueuesLoaded) -> None:
-        self.queues = message.queues
-        self.loaded = True
-        self.stale = False
-        table = self.query_one(DataTable)
-        keep = self.current
-        table.clear()
-        now = self.awa.now()
-        for q in self.queues:
-            table.add_row(
-                Text(q.queue, style="bold"),
-                Text("paused", style="bold yellow") if q.paused else Text("active", style="green"),
-                lag_text(_age(q.oldest_available_at, now)),
-                _count(q.failed_1h, exact=q.hour_exact, style="red"),
-                *[_depth(q, state) for _label, state in DEPTH],
-                _count(q.completed_5m),
-                _count(q.completed_1h, exact=q.hour_exact),
-                sparkline_text(q.completions_per_minute),
-                key=q.queue,
-            )
-        names = [q.queue for q in self.queues]
-        if keep is not None and keep.queue in names:
-            table.move_cursor(row=names.index(keep.queue), animate=False)
-        self._head()
-        self.show_current()
-        self.refresh_bindings()
+        self.show_rows(message.queues)
 
-    def _head(self) -> None:
-        paused = sum(q.paused for q in self.queues)
-        parts: list[str | tuple[str, str]] = [("Queues", "bold"), f" · {len(self.queues)} known"]
+    def row_key(self, row: QueueSummary) -> str:
+        return row.queue
+
+    def cells(self, row: QueueSummary, now: datetime) -> Sequence[RenderableType]:
+        return (
+            Text(row.queue, style="bold"),
+            Text("paused", style="bold yellow") if row.paused else Text("active", style="green"),
+            lag_text(_age(row.oldest_available_at, now)),
+            _count(row.failed_1h, exact=row.hour_exact, style="red"),
+            *[_depth(row, state) for _label, state in DEPTH],
+            _count(row.completed_5m),
+            _count(row.completed_1h, exact=row.hour_exact),
+            sparkline_text(row.completions_per_minute),
+        )
+
+    def headline(self) -> list[HeadPart]:
+        paused = sum(q.paused for q in self.rows)
+        parts: list[HeadPart] = [f" · {len(self.rows)} known"]
         if paused:
             parts.append((f" · {paused} paused", "bold yellow"))
         if self.stale:
-            parts.append((" · stale: the connection is lost", "bold red"))
-        self.query_one("#queues-head", Static).update(Text.assemble(*parts))
-
-    def stale_changed(self, stale: bool) -> None:
-        """Marked while lost; when it is back, the app's JobsChanged reloads the rows."""
-        self.stale = stale
-        self._head()
-
-    def on_jobs_changed(self, message: JobsChanged) -> None:
-        self.load()
-
-    @property
-    def current(self) -> QueueSummary | None:
-        row = self.query_one(DataTable).cursor_row
-        return self.queues[row] if 0 <= row < len(self.queues) else None
-
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_current()
-        self.refresh_bindings()
-
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        self.action_jobs()
+            parts.append(STALE_MARK)
+        return parts
 
     def show_current(self) -> None:
         q = self.current
@@ -212,12 +159,9 @@ class QueuesScreen(TableScreen):
     def binding_reason(self, action: str) -> str | None:
         if action == "toggle_pause" and not self.awa.writable:
             return self.awa.read_only_reason
-        if action in ("toggle_pause", "jobs") and (not self.is_mounted or self.current is None):
+        if action in ("toggle_pause", "jobs") and self.current is None:
             return "No queue is selected."
         return None
-
-    def reload(self) -> None:
-        self.load()
 
     def action_jobs(self) -> None:
         if self.current is not None:
@@ -261,7 +205,7 @@ class QueuesScreen(TableScreen):
                 await client.resume_queue(queue)
             self.awa.notify(f"Queue {queue} {'paused' if paused else 'resumed'}.", title="Queues")
         finally:
-            self.load()
+            self.reload()
 
 
 def _age(moment: datetime | None, now: datetime) -> timedelta | None:

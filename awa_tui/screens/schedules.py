@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Static
 
 from awa_tui.messages import SchedulesLoaded
 from awa_tui.query import JobQuery
-from awa_tui.screens.base import TableScreen
+from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
-from awa_tui.widgets.app_header import AppHeader
-from awa_tui.widgets.mode_banner import ModeBanner
-from storage import PeriodicSchedule
+from storage import Client, PeriodicSchedule
 
-COLUMNS = ("name", "kind", "queue", "schedule", "timezone", "next run", "last tick", "last job")
+COLUMN_LABELS = (
+    "name",
+    "kind",
+    "queue",
+    "schedule",
+    "timezone",
+    "next run",
+    "last tick",
+    "last job",
+)
 MISSED = (
     "Ticks are enqueued by the maintenance leader, once each. Ticks missed while no runtime "
     "ran: only the latest is enqueued when one runs again."
@@ -32,8 +39,14 @@ EMPTY = (
 )
 
 
-class SchedulesScreen(TableScreen):
+class SchedulesScreen(TableScreen[PeriodicSchedule]):
     """Enter shows the jobs of the selected schedule's kind."""
+
+    NAME = "schedules"
+    HEADING = "Periodic schedules"
+    COLUMNS = tuple((label, label, None) for label in COLUMN_LABELS)
+    ENTER = "jobs"
+    LIVE = False
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="schedules.back"),
@@ -44,89 +57,48 @@ class SchedulesScreen(TableScreen):
         Binding("k", "up", "Up", show=False, id="schedules.up"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.schedules: list[PeriodicSchedule] = []
-
-    def compose(self) -> ComposeResult:
-        yield AppHeader(icon="≡")
-        yield ModeBanner()
-        yield Static(Text("Periodic schedules", style="bold"), id="schedules-head")
-        yield DataTable(id="schedules-table", cursor_type="row")
+    def compose_detail(self) -> ComposeResult:
         yield Static("", id="schedule-detail")
-        yield Footer(compact=True, show_command_palette=False)
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        table = self.query_one(DataTable)
-        for label in COLUMNS:
-            table.add_column(label, key=label)
-        table.focus()
-        self.load()
-
-    @work(exclusive=True, exit_on_error=False, group="schedules")
-    async def load(self) -> None:
-        client = await self.awa.client()
-        self.post_message(SchedulesLoaded(await client.list_schedules()))
+    async def fetch(self, client: Client) -> SchedulesLoaded:
+        return SchedulesLoaded(await client.list_schedules())
 
     def on_schedules_loaded(self, message: SchedulesLoaded) -> None:
-        self.schedules = message.schedules
-        now = self.awa.now()
-        table = self.query_one(DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        for s in self.schedules:
-            table.add_row(
-                Text(s.name, style="bold"),
-                s.kind,
-                s.queue,
-                Text(s.cron or s.description, style="cyan"),
-                s.timezone if s.cron else Text("-", style="dim"),
-                relative(s.next_run_at, now),
-                relative(s.last_tick_at, now) if s.last_tick_at else Text("never", style="dim"),
-                str(s.last_job_id) if s.last_job_id is not None else Text("-", style="dim"),
-                key=s.name,
-            )
-        if self.schedules:
-            table.move_cursor(row=min(cursor, len(self.schedules) - 1))
-        self.show_schedule()
-        self.query_one("#schedules-head", Static).update(
-            Text.assemble(("Periodic schedules", "bold"), f" · {len(self.schedules)} stored")
+        self.show_rows(message.schedules)
+
+    def row_key(self, row: PeriodicSchedule) -> str:
+        return row.name
+
+    def cells(self, row: PeriodicSchedule, now: datetime) -> Sequence[RenderableType]:
+        return (
+            Text(row.name, style="bold"),
+            row.kind,
+            row.queue,
+            Text(row.cron or row.description, style="cyan"),
+            row.timezone if row.cron else Text("-", style="dim"),
+            relative(row.next_run_at, now),
+            relative(row.last_tick_at, now) if row.last_tick_at else Text("never", style="dim"),
+            str(row.last_job_id) if row.last_job_id is not None else Text("-", style="dim"),
         )
-        self.refresh_bindings()
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        self.action_jobs()
+    def headline(self) -> list[HeadPart]:
+        return [f" · {len(self.rows)} stored"]
 
-    @on(DataTable.RowHighlighted)
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.show_schedule()
-
-    def show_schedule(self) -> None:
+    def show_current(self) -> None:
         current = self.current
         detail = self.query_one("#schedule-detail", Static)
         if current is None:
             detail.update(Text(EMPTY, style="dim"))
         else:
             detail.update(schedule_renderable(current, self.awa.now()))
-        self.refresh_bindings()
-
-    @property
-    def current(self) -> PeriodicSchedule | None:
-        row = self.query_one(DataTable).cursor_row
-        return self.schedules[row] if 0 <= row < len(self.schedules) else None
 
     def binding_reason(self, action: str) -> str | None:
-        current = self.current if self.is_mounted else None
+        current = self.current
         if action in ("jobs", "last_job") and current is None:
             return "No schedule is selected."
         if action == "last_job" and current is not None and current.last_job_id is None:
             return "This schedule has not enqueued a job yet."
         return None
-
-    def reload(self) -> None:
-        self.load()
 
     def action_jobs(self) -> None:
         current = self.current

@@ -1,0 +1,191 @@
+"""What the table screens share: queues, failure groups, the DLQ, kinds and schedules.
+
+Each is one ``DataTable`` of rows read from the engine, a head line above it and the selected
+row's detail below. Here: the layout, one read at a time in a worker of the screen's group (the
+app counts those as reads for the connection state), the refill that keeps the cursor on its
+row, the selected row and its detail, the stale mark while the connection is lost, and the keys
+every one has (``r``, ``j``/``k``, ``esc``). Each screen keeps what is its own: its columns, how
+a row, the head and the detail read, its keys and actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker
+
+from awa_tui.messages import JobsChanged
+from awa_tui.screens.base import AwaScreen
+from awa_tui.widgets.app_header import AppHeader
+from awa_tui.widgets.mode_banner import ModeBanner
+
+if TYPE_CHECKING:
+    from storage import Client
+
+RowT = TypeVar("RowT")
+HeadPart = str | tuple[str, str]
+Fetch = Callable[["Client"], Awaitable[Message]]
+
+STALE_MARK: HeadPart = (" · stale: the connection is lost", "bold red")
+
+
+class TableScreen(AwaScreen, Generic[RowT]):
+    """A screen around one table of ``rows``; subclasses say what a row is and how it reads."""
+
+    NAME: ClassVar[str]
+    """Ids ``#NAME-head`` and ``#NAME-table`` (the stylesheet's), and its reads' worker group."""
+    HEADING: ClassVar[str]
+    COLUMNS: ClassVar[Sequence[tuple[str, str, int | None]]]
+    """Key, label and width of each column; no width: as wide as its cells."""
+    ENTER: ClassVar[str]
+    """The action enter (or a click) on a row runs, as its key would."""
+    LIVE: ClassVar[bool] = True
+    """Reload at the app's refresh interval while on top, and after writes (so also when the
+    connection is back). Kinds and schedules read when opened and on ``r`` only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[RowT] = []
+        self.loaded = False
+        self.stale = False
+        # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
+        self.fetching = False
+
+    # -- what each screen says ----------------------------------------------------------------
+    async def fetch(self, client: Client) -> Message:
+        """Read the rows; the message that carries them back calls ``show_rows``."""
+        raise NotImplementedError
+
+    def row_key(self, row: RowT) -> str:
+        raise NotImplementedError
+
+    def cells(self, row: RowT, now: datetime) -> Sequence[RenderableType]:
+        raise NotImplementedError
+
+    def headline(self) -> list[HeadPart]:
+        """The head line after the heading: counts, and ``STALE_MARK`` where the screen shows it."""
+        raise NotImplementedError
+
+    def compose_detail(self) -> ComposeResult:
+        """The widgets under the table that ``show_current`` fills."""
+        raise NotImplementedError
+
+    def show_current(self) -> None:
+        """Show the selected row's detail (or why there is none)."""
+        raise NotImplementedError
+
+    # -- shared ---------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield AppHeader(icon="≡")
+        yield ModeBanner()
+        yield Static(Text(self.HEADING, style="bold"), id=f"{self.NAME}-head")
+        yield DataTable(id=f"{self.NAME}-table", cursor_type="row")
+        yield from self.compose_detail()
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        # Subclasses define no on_mount: Textual calls the handler of every class along the MRO,
+        # so theirs calling super() would run this one twice (two reads, two refresh timers).
+        super().on_mount()
+        table = self.query_one(DataTable)
+        for key, label, width in self.COLUMNS:
+            table.add_column(label, key=key, width=width)
+        table.focus()
+        self.reload()
+        if self.LIVE and (refresh := self.awa.settings.refresh) > 0:
+            self.set_interval(refresh, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current and not self.fetching:
+            self.reload()
+
+    def reload(self) -> None:
+        """Read the rows again; a read in flight is replaced."""
+        self.read(self.fetch)
+
+    def read(self, fetch: Fetch) -> Worker[None]:
+        """Run ``fetch`` as this screen's one read (``@work`` cannot name a group per class)."""
+        return self.run_worker(
+            partial(self._read, fetch),
+            name="load",
+            group=self.NAME,
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    async def _read(self, fetch: Fetch) -> None:
+        client = await self.awa.client()
+        self.fetching = True
+        try:
+            self.post_message(await fetch(client))
+        finally:
+            self.fetching = False
+
+    def show_rows(self, rows: list[RowT]) -> None:
+        """Refill the table with ``rows``, the cursor on the row it was on while that is there."""
+        keep = self.current
+        self.rows = rows
+        self.loaded = True
+        self.stale = False
+        table = self.query_one(DataTable)
+        table.clear()
+        now = self.awa.now()
+        for row in rows:
+            table.add_row(*self.cells(row, now), key=self.row_key(row))
+        if keep is not None and (key := self.row_key(keep)) in table.rows:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
+        self.show_head()
+        self.show_current()
+        self.refresh_bindings()
+
+    def show_head(self) -> None:
+        self.query_one(f"#{self.NAME}-head", Static).update(
+            Text.assemble((self.HEADING, "bold"), *self.headline())
+        )
+
+    @property
+    def current(self) -> RowT | None:
+        """The row under the cursor; None when there is none (or no table yet)."""
+        if not self.is_mounted:
+            return None
+        row = self.query_one(DataTable).cursor_row
+        return self.rows[row] if 0 <= row < len(self.rows) else None
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_current()
+        self.refresh_bindings()
+
+    @on(DataTable.RowSelected)
+    async def _selected(self, event: DataTable.RowSelected) -> None:
+        await self.run_action(self.ENTER)
+
+    def stale_changed(self, stale: bool) -> None:
+        """The rows stay while the connection is lost; the head line says so where it marks it."""
+        self.stale = stale
+        self.show_head()
+
+    def on_jobs_changed(self, message: JobsChanged) -> None:
+        if self.LIVE:
+            self.reload()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_refresh(self) -> None:
+        self.reload()
+
+    def action_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
