@@ -143,7 +143,12 @@ async def claim_batch(
 
 @asynccontextmanager
 async def _generic_transaction(conn: Conn) -> AsyncIterator[None]:
-    """A transaction as ``conn.transaction()`` runs one, begun by ``BEGIN_GENERIC``."""
+    """A transaction as ``conn.transaction()`` runs one, begun by ``BEGIN_GENERIC``; inside a
+    caller's transaction, a savepoint as ``conn.transaction()`` nests (plans left as they are)."""
+    if conn.is_in_transaction():
+        async with conn.transaction():
+            yield
+        return
     await conn.execute(BEGIN_GENERIC)
     try:
         yield
