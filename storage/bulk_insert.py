@@ -31,8 +31,8 @@ from storage.models import JobRow, JobState
 from storage.sql_shared import READY_NOTICE
 
 CHUNK = 2_000
-"""Jobs per statement: large enough that the round trip is a small share, small enough that
-a chunk's arrays stay a few hundred kilobytes."""
+"""Jobs per chunk (one COPY, or one statement for scheduled jobs): large enough that the round
+trips are a small share, small enough that a chunk's text stays a few hundred kilobytes."""
 
 # A ready chunk's lane range, ids, slot and time, taken with the lane locked (as the enqueue
 # takes them): ids and lane sequences rise together within a lane.
