@@ -2,9 +2,12 @@
 
 One call is one transaction, so bad input anywhere in it (a job whose args do not fit its
 kind, an unknown kind) raises and nothing is written, though earlier chunks went to the
-server. A chunk is one statement: reserve its lane range, write its ready rows (args sent as
-one JSON array, the options they share as single values), and return the ids as one array,
-so neither side builds a record per job. Only the ids (and, when asked, the rows) are kept.
+server. A chunk of ready jobs is two round trips: one statement reserves its lane range and
+its job ids (and returns them as one array), then a ``COPY`` writes its rows as text, so
+neither side builds a record per job. COPY writes a page of rows per WAL record (heap multi-
+insert) where ``INSERT ... SELECT`` wrote one per row: 53 B less WAL per job, a sixth of an
+enqueue's. Scheduled jobs go to ``deferred_jobs`` in one statement per chunk. Only the ids
+(and, when asked, the rows) are kept.
 
 Lane order is kept as ``storage.enqueue`` keeps it: a lane's chunks draw consecutive
 sequence ranges while the lane row stays locked until commit, and a call that spans lanes
@@ -13,7 +16,7 @@ sequence ranges while the lane row stays locked until commit, and a call that sp
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,29 +31,29 @@ from storage.models import JobRow, JobState
 from storage.sql_shared import READY_NOTICE
 
 CHUNK = 2_000
-"""Jobs per statement: large enough that the round trip is a small share, small enough that
-a chunk's arrays stay a few hundred kilobytes."""
+"""Jobs per chunk (one COPY, or one statement for scheduled jobs): large enough that the round
+trips are a small share, small enough that a chunk's text stays a few hundred kilobytes."""
 
-INSERT_READY_CHUNK = f"""
+# A ready chunk's lane range, ids, slot and time, taken with the lane locked (as the enqueue
+# takes them): ids and lane sequences rise together within a lane.
+RESERVE_READY_CHUNK = f"""
 WITH lane AS (
     INSERT INTO queue_lanes AS l (queue, priority, next_seq) VALUES ($1, $2, $3)
     ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + $3
     RETURNING l.next_seq - $3 AS first_seq
 ), woken AS (
     SELECT {READY_NOTICE.format(queue="$1::text")}
-), written AS (
-    INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
-                               max_attempts, lane_seq, run_at, created_at, payload)
-    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), nextval('job_id_seq'),
-           j.kind, $1, j.args, $2, 0, 1, $6, lane.first_seq + j.ord - 1, now(), now(), $7
-      FROM lane, woken,
-           ROWS FROM (unnest($4::text[]), jsonb_array_elements($5::jsonb))
-               WITH ORDINALITY AS j(kind, args, ord)
-     ORDER BY j.ord
-    RETURNING job_id, lane_seq
 )
-SELECT array_agg(job_id ORDER BY lane_seq) AS ids, now() AS at FROM written
+SELECT ARRAY(SELECT nextval('job_id_seq') FROM generate_series(1, $3)) AS ids, lane.first_seq,
+       (SELECT current_slot FROM ring_state WHERE ring = 'queue') AS slot,
+       now() AS at, now()::text AS at_text
+  FROM lane, woken
 """
+# The per-job columns first, then those a chunk shares (written once, repeated per line).
+READY_COPY_COLUMNS = (
+    "job_id", "lane_seq", "kind", "args", "slot", "queue", "priority", "attempt", "run_lease",
+    "max_attempts", "run_at", "created_at", "payload",
+)  # fmt: skip
 
 INSERT_DEFERRED_CHUNK = """
 WITH written AS (
@@ -151,10 +154,15 @@ async def insert_chunked(
                     plan.priority, plan.max_attempts, plan.run_at, plan.payload,
                 )  # fmt: skip
             else:
+                assert queue is not None  # a group of ready jobs is one lane's
                 found = await conn.fetchrow(
-                    INSERT_READY_CHUNK, queue, plan.priority, len(chunk.args), chunk.kinds,
-                    chunk.args_array(), plan.max_attempts, plan.payload,
-                )  # fmt: skip
+                    RESERVE_READY_CHUNK, queue, plan.priority, len(chunk.args)
+                )
+                await conn.copy_to_table(
+                    "ready_entries",
+                    source=_once(_copy_lines(plan, chunk, queue, found)),
+                    columns=READY_COPY_COLUMNS,
+                )
             assert found is not None
             written = _rows(plan, chunk, found, deferred) if rows else found["ids"]
             for result, index in zip(written, position, strict=False):  # written first: zip
@@ -201,6 +209,42 @@ async def insert_keyed(
         )
         for job, ins in zip(jobs, inserted, strict=True)
     ]
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    """``data`` as the async iterable COPY reads (a bytes source would be taken for a path)."""
+    yield data
+
+
+def _copy_text(value: str) -> bytes:
+    """``value`` as a field of COPY's text format."""
+    for raw, escaped in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
+        value = value.replace(raw, escaped)
+    return value.encode()
+
+
+def _copy_lines(plan: InsertPlan, chunk: Chunk, queue: str, found: Any) -> bytes:
+    """A ready chunk as COPY text in ``READY_COPY_COLUMNS`` order. JSON text never holds a raw
+    tab, newline or carriage return (orjson escapes them), so its only escape is the backslash
+    (``bytes.replace`` returns the same object when there is none)."""
+    payload = b"\\N" if plan.payload is None else orjson.dumps(plan.payload).replace(b"\\", b"\\\\")
+    at = _copy_text(found["at_text"])
+    shared = (found["slot"], _copy_text(queue), plan.priority, plan.max_attempts, at, at, payload)
+    tail = b"%d\t%b\t%d\t0\t1\t%d\t%b\t%b\t%b\n" % shared
+    kinds = {kind: _copy_text(kind) for kind in set(chunk.kinds)}
+    first = found["first_seq"]
+    return b"".join(
+        [
+            b"%d\t%d\t%b\t%b\t%b" % (job_id, seq, kinds[kind], args.replace(b"\\", b"\\\\"), tail)
+            for job_id, seq, kind, args in zip(
+                found["ids"],
+                range(first, first + len(chunk.args)),
+                chunk.kinds,
+                chunk.args,
+                strict=True,
+            )
+        ]
+    )
 
 
 def _rows(plan: InsertPlan, chunk: Chunk, found: Any, deferred: bool) -> list[JobRow]:

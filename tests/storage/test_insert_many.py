@@ -103,6 +103,28 @@ async def test_rows_come_back_as_a_read_gives_them(client: Client) -> None:
         assert (row.max_attempts, row.tags, row.metadata) == (3, ["t"], {"m": 1})
 
 
+async def test_text_copy_keeps_every_character_of_names_args_and_payload(
+    client: Client,
+) -> None:
+    """Ready rows go in by COPY's text format: backslashes, tabs, newlines and returns in a
+    kind, a queue, args or the payload come back as they went in."""
+    odd = "a\\b\tc\nd\re \\N ü"
+    kind, queue = f"kind {odd}", f"queue {odd}"
+
+    @client.task(kind=kind, queue=queue)
+    async def handler(job: Job[dict[str, str]]) -> None:
+        del job
+
+    args = [{"text": odd, "n": str(i), odd: "\\u0041"} for i in range(3)]
+    rows = await client.insert_many(args, kind=kind, tags=[odd], metadata={odd: odd})
+    for row, given in zip(rows, args, strict=True):
+        read = await client.get_job(row.id)
+        assert read is not None
+        assert (read.kind, read.queue, read.args) == (kind, queue, given)
+        assert (read.tags, read.metadata) == ([odd], {odd: odd})
+        assert (read.run_at, read.created_at) == (row.run_at, row.created_at)
+
+
 @pytest.mark.usefixtures("handlers")
 async def test_an_iterator_is_read_once_and_written_whole(
     client: Client, conn: asyncpg.Connection
