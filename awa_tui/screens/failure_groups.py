@@ -27,7 +27,7 @@ from awa_tui.messages import FailureGroupsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
 from awa_tui.screens.confirm import ConfirmModal
-from awa_tui.screens.table import STALE_MARK, HeadPart, TableScreen
+from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
 from storage import Client, FailureGroup
 
@@ -107,8 +107,6 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
             f" · {plural(len(self.rows), 'group')}, "
             f"{plural(total, 'failed, retrying or dead-lettered job')}"
         ]
-        if self.stale:
-            parts.append(STALE_MARK)
         return parts
 
     def show_current(self) -> None:

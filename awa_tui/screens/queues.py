@@ -23,7 +23,7 @@ from textual.widgets import Sparkline, Static
 from awa_tui.messages import QueuesLoaded
 from awa_tui.query import JobQuery
 from awa_tui.screens.confirm import ConfirmModal
-from awa_tui.screens.table import STALE_MARK, HeadPart, TableScreen
+from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
 from storage import Client, JobState, QueueSummary
 
@@ -120,8 +120,6 @@ class QueuesScreen(TableScreen[QueueSummary]):
         parts: list[HeadPart] = [f" · {len(self.rows)} known"]
         if paused:
             parts.append((f" · {paused} paused", "bold yellow"))
-        if self.stale:
-            parts.append(STALE_MARK)
         return parts
 
     def show_current(self) -> None:

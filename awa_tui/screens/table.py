@@ -72,7 +72,8 @@ class TableScreen(AwaScreen, Generic[RowT]):
         raise NotImplementedError
 
     def headline(self) -> list[HeadPart]:
-        """The head line after the heading: counts, and ``STALE_MARK`` where the screen shows it."""
+        """The head line after the heading (counts); the stale mark follows it while the
+        connection is lost."""
         raise NotImplementedError
 
     def compose_detail(self) -> ComposeResult:
@@ -148,8 +149,9 @@ class TableScreen(AwaScreen, Generic[RowT]):
         self.refresh_bindings()
 
     def show_head(self) -> None:
+        stale = [STALE_MARK] if self.stale else []
         self.query_one(f"#{self.NAME}-head", Static).update(
-            Text.assemble((self.HEADING, "bold"), *self.headline())
+            Text.assemble((self.HEADING, "bold"), *self.headline(), *stale)
         )
 
     @property
@@ -170,7 +172,7 @@ class TableScreen(AwaScreen, Generic[RowT]):
         await self.run_action(self.ENTER)
 
     def stale_changed(self, stale: bool) -> None:
-        """The rows stay while the connection is lost; the head line says so where it marks it."""
+        """The rows stay while the connection is lost; the head line says they are stale."""
         self.stale = stale
         self.show_head()
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 
 from awa_tui.screens.failure_groups import FailureGroupsScreen
+from awa_tui.screens.table import TableScreen
 from storage import Client, ConnectionFailed, Job
 from tests.tui.conftest import settle, text_of
 from tests.tui.scenarios import SIZE, build_app
@@ -63,19 +65,28 @@ async def test_the_selected_failure_group_stays_selected_when_the_groups_reorder
         assert "Kind thumbnail" in text_of(screen.query_one("#group-summary"))
 
 
-async def test_failure_groups_stay_on_screen_marked_stale_while_the_connection_is_lost(
-    migrated_dsn: str, schema: str, client: Client
+@pytest.mark.parametrize("action", ["failure_groups", "queues", "dlq", "kinds", "schedules"])
+async def test_a_table_screen_keeps_its_rows_marked_stale_while_the_connection_is_lost(
+    migrated_dsn: str, schema: str, client: Client, action: str
 ) -> None:
+    """Every table screen says its rows are stale, not only the live ones: the kinds screen's
+    counts are as old as the last read."""
     register(client)
     await fail(client, "resize", 3)
     app = build_app(migrated_dsn, schema)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_groups(pilot)
-        assert "stale" not in text_of(screen.query_one("#groups-head"))
+        await settle(pilot)
+        await app.run_action(action)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TableScreen)
+        head = f"#{screen.NAME}-head"
+        rows = list(screen.rows)
+        assert "stale" not in text_of(screen.query_one(head))
         # No pause before the checks: the app's health probe would find the database again.
         app.note_lost(ConnectionFailed("PostgreSQL at db:5432 is unreachable."))
-        assert "stale: the connection is lost" in text_of(screen.query_one("#groups-head"))
-        assert len(screen.rows) == 1
+        assert "stale: the connection is lost" in text_of(screen.query_one(head))
+        assert screen.rows == rows
         app.note_read()
         await settle(pilot)
-        assert "stale" not in text_of(screen.query_one("#groups-head"))
+        assert "stale" not in text_of(screen.query_one(head))
