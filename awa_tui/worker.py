@@ -55,6 +55,7 @@ class WorkerSettings:
     max_connections: int
     rescue_after: float
     processes: int
+    gc_freeze: bool  # freeze the start-up heap (storage.heap) when the runtime starts
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="worker processes, each with the options above, for more cores (default: 1)",
+    )
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="do not freeze the heap found at start-up against the garbage collector "
+        "(frozen by default: see docs/runtime.md)",
     )
     return parser
 
@@ -181,6 +188,7 @@ def settings_from(argv: Sequence[str]) -> WorkerSettings:
         max_connections=args.max_connections,
         rescue_after=args.rescue_after,
         processes=args.processes,
+        gc_freeze=not args.no_gc_freeze,
     )
 
 
@@ -236,6 +244,7 @@ async def serve(settings: WorkerSettings) -> int:
             concurrency=settings.concurrency,
             heartbeat_interval=min(10.0, settings.rescue_after / 3),
             maintenance=MaintenanceSettings(heartbeat_stale_seconds=settings.rescue_after),
+            gc_freeze=settings.gc_freeze,
         )
         runtime_queues = _queues_text(settings.queues or settings.tasks.queues())
         say(

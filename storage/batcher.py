@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import asyncpg
 
@@ -26,13 +25,37 @@ FLUSH_SIZE = 512
 FLUSH_DELAY_SECONDS = 0.001
 
 T = TypeVar("T", CompactCompletion, GeneralCompletion)
-Done = Callable[[T, "Outcome | Exception"], None]
-"""Told a submitted completion's outcome once its flush committed, or the error that failed
-the flush for good."""
-Pending = tuple[T, Done[T]]
-"""A submitted completion and whom to tell (a tuple: built per job)."""
 Write = Callable[[Conn, list[T], bool], Awaitable[list[Outcome]]]
 """Writes a flush and answers one outcome per item, in item order."""
+
+
+class Pending(Protocol[T]):
+    """A submitted completion and whom to tell: the runtime's attempt itself (one object per
+    job fewer than a tuple of the item and a bound method), or a future's ``_Settle``."""
+
+    completion: T
+
+    def flushed(self, item: T, outcome: Outcome | Exception) -> None:
+        """Told the outcome once the flush committed, or the error that failed it for good."""
+        ...
+
+
+class _Settle(Generic[T]):
+    """Resolves a future with its completion's outcome (``submit``, ``submit_general``)."""
+
+    __slots__ = ("completion", "future")
+
+    def __init__(self, completion: T) -> None:
+        self.completion: T = completion
+        self.future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+
+    def flushed(self, item: T, outcome: Outcome | Exception) -> None:
+        if self.future.done():  # its waiter gave up
+            return
+        if isinstance(outcome, Exception):
+            self.future.set_exception(outcome)
+        else:
+            self.future.set_result(outcome)
 
 
 class _Queue(Generic[T]):
@@ -81,33 +104,50 @@ class CompletionBatcher:
         self._compact = _Queue[CompactCompletion](_write_compact, "completion flush")
         self._general = _Queue[GeneralCompletion](_write_general, "general completion flush")
         self._timer: asyncio.TimerHandle | None = None
+        self._held = 0  # callers of ``hold`` not yet released: no flush by the clock meanwhile
         self._flushes: set[asyncio.Task[None]] = set()
         self._gate = asyncio.Semaphore(max_concurrent_flushes)
 
-    def submit_with(self, item: CompactCompletion, done: Done[CompactCompletion]) -> None:
-        """Queue ``item`` for a flush; ``done`` hears its outcome (no future, no wake-up of the
-        submitter: the runtime's compact attempts end this way)."""
-        self._submit(self._compact, item, done)
+    def submit_with(self, pending: Pending[CompactCompletion]) -> None:
+        """Queue ``pending.completion`` for a flush; ``pending.flushed`` hears its outcome (no
+        future, no wake-up of the submitter: the runtime's compact attempts end this way)."""
+        self._submit(self._compact, pending)
 
     def submit(self, item: CompactCompletion) -> asyncio.Future[Outcome]:
         """Queue ``item`` for a flush; the future resolves to its outcome after commit."""
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._submit(self._compact, item, partial(_settle, future))
-        return future
+        settle = _Settle(item)
+        self._submit(self._compact, settle)
+        return settle.future
 
     def submit_general(self, item: GeneralCompletion) -> asyncio.Future[Outcome]:
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self._submit(self._general, item, partial(_settle, future))
-        return future
+        settle = _Settle(item)
+        self._submit(self._general, settle)
+        return settle.future
 
-    def _submit(self, queue: _Queue[T], item: T, done: Done[T]) -> None:
-        queue.pending.append((item, done))
+    def _submit(self, queue: _Queue[T], pending: Pending[T]) -> None:
+        queue.pending.append(pending)
         if len(queue.pending) >= self._flush_size:
             self._start_flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(
-                self._flush_delay, self._start_flush
-            )
+        elif self._timer is None and not self._held:
+            self._arm()
+
+    def _arm(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._flush_delay, self._start_flush)
+
+    def hold(self) -> None:
+        """Start no flush by the clock until ``release`` (a full one still starts): the runtime
+        starts a claim's handlers over several turns of the loop, and the completions of quick
+        ones belong in one flush, as when they all ran in one turn."""
+        self._held += 1
+
+    def release(self) -> None:
+        self._held -= 1
+        if (
+            not self._held
+            and self._timer is None
+            and (self._compact.pending or self._general.pending)
+        ):
+            self._arm()
 
     @property
     def idle(self) -> bool:
@@ -135,7 +175,7 @@ class CompletionBatcher:
             task.add_done_callback(self._flushes.discard)
 
     async def _flush(self, queue: _Queue[T], batch: list[Pending[T]]) -> None:
-        items = [item for item, _ in batch]
+        items = [pending.completion for pending in batch]
         async with self._gate:
             try:
                 outcomes: Sequence[Outcome | Exception] = await self._flush_with_retries(
@@ -143,8 +183,8 @@ class CompletionBatcher:
                 )
             except Exception as exc:
                 outcomes = [exc] * len(batch)
-        for (item, done), outcome in zip(batch, outcomes, strict=True):
-            done(item, outcome)
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            pending.flushed(pending.completion, outcome)
 
     async def _flush_with_retries(self, queue: _Queue[T], items: list[T]) -> list[Outcome]:
         async def flush() -> list[Outcome]:
@@ -159,12 +199,3 @@ class CompletionBatcher:
             queue.name, flush, stop=self._pool.is_closing
         )
         return outcomes
-
-
-def _settle(future: asyncio.Future[Outcome], _item: object, outcome: Outcome | Exception) -> None:
-    if future.done():  # its waiter gave up
-        return
-    if isinstance(outcome, Exception):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)

@@ -66,8 +66,8 @@ def handler_job(claimed: ClaimedJob, spec: HandlerSpec | None, host: WorkerHost)
     if spec is not None and spec.args_type is not None:
         args = decode_value(args, spec.args_type)
     payload = claimed.payload
-    if payload is None:  # a plain job: no tags, metadata, errors or progress to copy
-        tags, metadata, errors, progress = [], {}, [], None
+    if payload is None:  # a plain job: its empty lists are made if the handler asks for them
+        tags = metadata = errors = progress = None
     else:
         tags, metadata = list(payload.get("tags") or []), dict(payload.get("metadata") or {})
         errors, progress = dispatch_errors(payload), payload.get("progress")
@@ -96,6 +96,7 @@ class Tracker(Protocol):
     """Whoever runs the attempt (the runtime; ``work_one`` in tests), as the executor sees it."""
 
     job: Job[Any] | None  # set just before the handler runs
+    completion: CompactCompletion  # set when a compact completion is queued for its flush
 
     def has_state(self) -> bool:
         """Whether the attempt has an ``attempt_state`` row (its completion must drop it)."""
@@ -147,7 +148,8 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     record = _record(claimed)
     record.output_text = output_text
     record.progress = job.progress if job._progress_dirty else None
-    record.staged = job._staged
+    if job._staged is not None:
+        record.staged = job._staged
     record.poisoned = job._poisoned
     return await _finish(host, claimed, record, verdict, tracker)
 
@@ -182,7 +184,7 @@ def _compact_now(host: WorkerHost, claimed: ClaimedJob, job: Job[Any]) -> bool:
         host.outputs_cached()
         and not host.has_completed_specs(claimed.kind)
         and not completes_on_general_path(
-            job._staged, job._poisoned, claimed.payload, claimed.unique_key
+            job._staged or (), job._poisoned, claimed.payload, claimed.unique_key
         )
     )
 
@@ -190,7 +192,7 @@ def _compact_now(host: WorkerHost, claimed: ClaimedJob, job: Job[Any]) -> bool:
 def _submit_compact(
     host: WorkerHost, claimed: ClaimedJob, output_text: str | None, tracker: Tracker
 ) -> None:
-    item = CompactCompletion(
+    tracker.completion = CompactCompletion(
         claimed.job_id,
         claimed.run_lease,
         claimed.claim_id,
@@ -198,7 +200,7 @@ def _submit_compact(
         output_text,
         tracker.has_state(),
     )
-    host.batcher.submit_with(item, tracker.flushed)
+    host.batcher.submit_with(tracker)
 
 
 def compact_ended(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from storage.enqueue import NewJob
@@ -31,7 +31,9 @@ class Job(Generic[A]):
     ``errors`` is the error history with failed outputs stripped: a failed output is a report
     for people, not a checkpoint (progress is the checkpoint).
 
-    One is built per attempt: slotted, and its cancel event made only when someone asks.
+    One is built per attempt: slotted, and its cancel event, staged list and (for a plain job)
+    its tags, metadata and errors made only when someone asks: a container the collector
+    tracks per attempt is work for it whether or not the handler looks.
     """
 
     id: int
@@ -42,17 +44,48 @@ class Job(Generic[A]):
     max_attempts: int
     priority: int
     run_lease: int
-    tags: list[str]
-    metadata: dict[str, Any]
-    errors: list[dict[str, Any]]
+    _tags: list[str] | None
+    _metadata: dict[str, Any] | None
+    _errors: list[dict[str, Any]] | None
     progress: Any
     _slot: OutputSlot
     _services: AttemptServices | None = None
     _claim_id: int | None = None
     _cancel: asyncio.Event | None = None
-    _staged: list[NewJob] = field(default_factory=list)
+    _staged: list[NewJob] | None = None
     _poisoned: str | None = None
     _progress_dirty: bool = False
+
+    # -- the job's own lists, each the handler's to change ---------------------------------------
+    @property
+    def tags(self) -> list[str]:
+        if self._tags is None:
+            self._tags = []
+        return self._tags
+
+    @tags.setter
+    def tags(self, value: list[str]) -> None:
+        self._tags = value
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._metadata = value
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        if self._errors is None:
+            self._errors = []
+        return self._errors
+
+    @errors.setter
+    def errors(self, value: list[dict[str, Any]]) -> None:
+        self._errors = value
 
     # -- output -----------------------------------------------------------------------------
     def set_output(self, value: Any) -> None:
@@ -97,10 +130,13 @@ class Job(Generic[A]):
         if self._services is None:
             raise StageError("This job has no runtime to stage follow-ups with.")
         try:
-            self._staged.append(self._services.build_job(args, options))
+            staged = self._services.build_job(args, options)
         except Exception as exc:
             self._poisoned = f"{type(exc).__name__}: {exc}"
             raise StageError(f"The follow-up could not be staged: {exc}") from exc
+        if self._staged is None:
+            self._staged = []
+        self._staged.append(staged)
 
     # -- callbacks ----------------------------------------------------------------------------
     async def register_callback(self, timeout_seconds: float = 3600) -> CallbackToken:

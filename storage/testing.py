@@ -51,6 +51,8 @@ async def work_one(
 class AttemptWaiter:
     """``work_one``'s ``executor.Tracker``: a compact completion's end as a future."""
 
+    completion: CompactCompletion  # set when the executor queues it for a flush
+
     def __init__(self, client: Client, claimed: claim.ClaimedJob) -> None:
         self.client = client
         self.claimed = claimed
@@ -94,9 +96,9 @@ class HandlerJob(Job[Any]):
             max_attempts=max_attempts,
             priority=2,
             run_lease=1,
-            tags=list(tags),
-            metadata=dict(metadata or {}),
-            errors=[],
+            _tags=list(tags),
+            _metadata=dict(metadata or {}),
+            _errors=[],
             progress=None,
             _slot=OutputSlot(expected_type=output_type),
         )

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from storage import heap
 from storage.attempt import AttemptKey, AttemptRef
 from storage.db import translate_errors
 from storage.errors import AwaError, DatabaseError, ReadOnlyError, StartFailed
@@ -46,6 +47,7 @@ class Worker:
         maintenance: MaintenanceSettings | None = None,
         maintenance_interval: float | None = 1.0,
         give_up_after: float | None = None,
+        gc_freeze: bool = True,
     ) -> None:
         """Start running jobs from ``queues`` (default: the registered tasks' queues); a mapping
         such as ``{"mail": 8}`` also caps how many of each queue's handlers run at once here.
@@ -55,6 +57,8 @@ class Worker:
         errors before the runtime fails (default: retry for as long as it takes).
         ``concurrency`` and ``claim_size`` are hard caps; left out, the runtime sizes itself
         (``storage.sizing``: up to 1,024 jobs held, claims of up to 512).
+        ``gc_freeze``: the first start in a process freezes the heap it finds
+        (``storage.heap``, docs/runtime.md); ``False`` leaves the garbage collector alone.
         """
         if self.runtime is not None:
             if (reason := self.runtime.failed) is not None:
@@ -97,6 +101,8 @@ class Worker:
             if error is exc:
                 raise
             raise error from exc
+        if gc_freeze:
+            heap.freeze_once()
         self.runtime = runtime
         runtime.start()
 

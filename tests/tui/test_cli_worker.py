@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from awa_tui.errors import EXIT_CONNECT, EXIT_USAGE
-from awa_tui.worker import UsageError, load_tasks, parse_queues
+from awa_tui.worker import UsageError, load_tasks, parse_queues, settings_from
 from tests.tui.test_cli import assert_one_clean_line, run_cli
 
 TARGET = "tests.workers_tasks:tasks"
@@ -62,3 +62,8 @@ def test_an_unreachable_server_exits_3_without_the_password(processes: str) -> N
     line = assert_one_clean_line(result)
     assert "s3cret" not in result.stderr + result.stdout
     assert "ops:***@127.0.0.1:1" in line
+
+
+def test_the_worker_freezes_the_start_up_heap_unless_told_not_to() -> None:
+    assert settings_from([TARGET]).gc_freeze
+    assert not settings_from([TARGET, "--no-gc-freeze"]).gc_freeze
