@@ -7,7 +7,7 @@ from datetime import datetime
 from rich.text import Text
 
 from awa_tui.timefmt import relative
-from storage import JobKindDescriptor, JobRow, JobState
+from storage import JobKindDescriptor, JobRow, SortColumn, SortOrder
 
 STATE_STYLES: dict[str, str] = {
     "available": "cyan",
@@ -47,25 +47,20 @@ def state_text(row: JobRow, *, short: bool = False) -> Text:
     return Text(label, style=STATE_STYLES.get(key, ""))
 
 
-def contextual_time(row: JobRow, now: datetime) -> str:
-    """The one time that matters for the job's state, relative to ``now``.
+BY_WHEN = SortOrder(SortColumn.WHEN)
 
-    Queued, started and finished times read ``5m ago``; scheduled and retry times ``in 3m``;
-    a waiting job shows when its callback times out (``due in 55m``).
+
+def contextual_time(row: JobRow, now: datetime) -> str:
+    """The job's time column relative to ``now``: the time ``since:``/``before:`` filter on and
+    ``sort:when`` orders by (read through the sort's own key), so the column always reads in
+    the order the rows are sorted.
+
+    Queued, claimed and finished times read ``5m ago``; scheduled and retry times ``in 3m``.
+    A waiting job shows when it was claimed, as a running one does; its callback's deadline is
+    in the detail screen (``Callback ... times out``).
     """
-    if row.dlq is not None:
-        return relative(row.dlq.dlq_at, now)
-    match row.state:
-        case JobState.AVAILABLE | JobState.SCHEDULED | JobState.RETRYABLE:
-            return relative(row.run_at, now)
-        case JobState.RUNNING:
-            return relative(row.attempted_at or row.run_at, now)
-        case JobState.WAITING_EXTERNAL:
-            if row.callback is not None and row.callback.timeout_at is not None:
-                return f"due {relative(row.callback.timeout_at, now)}"
-            return relative(row.attempted_at, now)
-        case JobState.COMPLETED | JobState.FAILED | JobState.CANCELLED:
-            return relative(row.finalized_at, now)
+    moment, _job_id = BY_WHEN.key(row)
+    return relative(moment, now)
 
 
 def kind_text(kind: str, descriptor: JobKindDescriptor | None) -> Text:

@@ -73,21 +73,30 @@ DURATION = re.compile(r"(\d+)([smhdw])")
 TIME_HINT = "a duration (30s, 15m, 1h, 2d, 1w) or an ISO date or time (2026-11-30T10:00)"
 
 
-def moment(key: str, value: str, now: datetime) -> datetime:
-    """``since:``/``before:`` values: a duration means that long before ``now``; an ISO date or
-    date-time without a zone is UTC, the zone the console shows."""
+def read_moment(value: str, now: datetime) -> datetime:
+    """A ``since``/``before`` value, the console's and the HTTP API's: a duration means that
+    long before ``now``; an ISO date or date-time without a zone is UTC, the zone the console
+    shows. Refuses with ``ValueError`` whose text completes "since:VALUE ..."."""
     duration = DURATION.fullmatch(value)
     if duration:
         amount, unit = duration.groups()
         try:
             return now - timedelta(**{UNITS[unit]: int(amount)})
         except OverflowError:
-            raise FilterSyntaxError(f"Filter: {key}:{value} reaches back too far.") from None
+            raise ValueError("reaches back too far") from None
     try:
         at = datetime.fromisoformat(value)
     except ValueError:
-        raise FilterSyntaxError(f"Filter: {key}:{value} is not {TIME_HINT}.") from None
+        raise ValueError(f"is not {TIME_HINT}") from None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def moment(key: str, value: str, now: datetime) -> datetime:
+    """``since:``/``before:`` in the filter (``read_moment``), refused as a filter error."""
+    try:
+        return read_moment(value, now)
+    except ValueError as exc:
+        raise FilterSyntaxError(f"Filter: {key}:{value} {exc}.") from None
 
 
 def sort_order(text: str) -> SortOrder:

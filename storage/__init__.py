@@ -44,7 +44,7 @@ from storage.failure_groups import FailureGroupMembers
 from storage.health import Health, HealthState
 from storage.insert_plan import kind_of
 from storage.job import Job
-from storage.listing_filter import SortColumn, SortOrder
+from storage.listing_filter import SortColumn, SortKey, SortOrder
 from storage.maintenance import MaintenanceSettings
 from storage.migrator import migrate
 from storage.models import (
@@ -111,6 +111,7 @@ __all__ = [
     "SchemaNotMigrated",
     "Snooze",
     "SortColumn",
+    "SortKey",
     "SortOrder",
     "StageError",
     "StaleAttempt",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import asyncpg
+
 from storage.attempt import CompactCompletion, Outcome
 from storage.db import Conn
 from storage.sql_shared import LOCK_CLAIM_BATCHES_FOR_FLUSH
@@ -27,8 +29,10 @@ OUTPUT_SEPARATOR = "\x1e"  # ASCII record separator; see COMPLETE_COMPACT
 # when the flush has none): a json[] parameter cost the client 0.5 µs more per job to encode.
 # The separator, an ASCII control character, cannot appear raw in JSON text, and JSON text is
 # never empty.
-# The answer is one row: the job ids written and those this flush finds already completed
-# (a retry after a lost acknowledgement); any other request is stale.
+# The answer is one row: the attempts written and those this flush finds already completed
+# (a retry after a lost acknowledgement), each as job ids with their run leases; any other
+# request is stale. A flush can hold two attempts of one job (a rescued attempt's late
+# completion and the next attempt's), so an outcome belongs to an attempt, not to a job id.
 COMPLETE_COMPACT = """
 WITH req AS (
     SELECT * FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::bigint[],
@@ -68,10 +72,14 @@ WITH req AS (
            count(*), now() %(outputs_value)s
       FROM open o
      GROUP BY o.claim_id, COALESCE(o.part, 0), o.queue, o.priority, o.lane_lo, o.lane_hi
-    RETURNING job_ids
+    RETURNING job_ids, run_leases
 )
-SELECT ARRAY(SELECT u.job_id FROM ins, unnest(ins.job_ids) AS u(job_id)) AS written,
-       ARRAY(SELECT d.job_id FROM done_before d JOIN req USING (claim_id, job_id)) AS already
+SELECT COALESCE(array_agg(u.job_id), '{}') AS written,
+       COALESCE(array_agg(u.run_lease), '{}') AS written_leases,
+       ARRAY(SELECT d.job_id FROM done_before d JOIN req USING (claim_id, job_id)) AS already,
+       ARRAY(SELECT req.run_lease FROM done_before d JOIN req USING (claim_id, job_id))
+       AS already_leases
+  FROM ins, unnest(ins.job_ids, ins.run_leases) AS u(job_id, run_lease)
 """
 _OUTPUTS = {
     True: {
@@ -156,7 +164,7 @@ async def complete_compact(
             claims,
         )
         assert row is not None  # one row, always
-        outcomes = _outcomes(items, row["written"], row["already"])
+        outcomes = _outcomes(items, row)
         if any(stated):
             done = [
                 i
@@ -170,17 +178,17 @@ async def complete_compact(
     return outcomes
 
 
-def _outcomes(
-    items: list[CompactCompletion], written: list[int], already: list[int]
-) -> list[Outcome]:
-    if len(written) == len(items):  # the common case: every request written, nothing to match
+def _outcomes(items: list[CompactCompletion], row: asyncpg.Record) -> list[Outcome]:
+    """Each item's outcome, matched by attempt (job id, run lease), from the flush's answer."""
+    if len(row["written"]) == len(items):  # the common case: every request written
         return [Outcome.WRITTEN] * len(items)
-    wrote, found = set(written), set(already)
+    wrote = set(zip(row["written"], row["written_leases"], strict=True))
+    found = set(zip(row["already"], row["already_leases"], strict=True))
     return [
         Outcome.WRITTEN
-        if i.job_id in wrote
+        if (i.job_id, i.run_lease) in wrote
         else Outcome.ALREADY
-        if i.job_id in found
+        if (i.job_id, i.run_lease) in found
         else Outcome.STALE
         for i in items
     ]

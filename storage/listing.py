@@ -36,6 +36,7 @@ from storage.listing_filter import (
     FILTER,
     ListFilter,
     SortColumn,
+    SortKey,
     SortOrder,
 )
 from storage.models import CallbackInfo, DlqInfo, JobPage, JobRow, JobState
@@ -239,7 +240,7 @@ async def list_jobs(
     limit: int,
     outputs: bool,
     order: SortOrder = DEFAULT_SORT,
-    after: JobRow | None = None,
+    after: JobRow | SortKey | None = None,
 ) -> list[JobRow]:
     """One page of jobs in ``order`` (newest first by default), starting after the row
     ``after`` (or, by id, below ``before_id``); ``where.state`` None means every state.
@@ -360,7 +361,7 @@ async def browse(
     outputs: bool,
     count_cap: int | None = None,
     order: SortOrder = DEFAULT_SORT,
-    after: JobRow | None = None,
+    after: JobRow | SortKey | None = None,
 ) -> JobPage:
     """A page and the counts shown beside it (``storage.counting``), from one snapshot. The
     counts follow the filter's time range, not its kind, queue or text."""

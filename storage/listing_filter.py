@@ -40,6 +40,10 @@ class SortColumn(StrEnum):
     ATTEMPTS = "attempts"
 
 
+SortKey = tuple[datetime | int, int]
+"""A row's place in an order, (value, job id): what ``SortOrder.key`` gives and ``after``
+takes in place of the row (a caller that keeps no rows, e.g. the HTTP API's cursor)."""
+
 LIVE_STATES = frozenset(JobState) - TERMINAL_STATES
 _CURSOR_TYPES = {SortColumn.WHEN: "timestamptz", SortColumn.ATTEMPTS: "int"}
 _FIRST = {
@@ -104,14 +108,32 @@ class SortOrder:
             case SortColumn.ATTEMPTS:
                 return (row.attempt, row.id)
 
-    def cursor(self, after: JobRow | None, before_id: int | None) -> tuple[Any, int]:
-        """The (value, id) a page starts after: ``after``'s place, else the first page's."""
-        if after is not None:
+    def cursor(self, after: JobRow | SortKey | None, before_id: int | None) -> tuple[Any, int]:
+        """The (value, id) a page starts after: ``after``'s place (a row, or the place ``key``
+        gave for one, which a caller without the row can keep), else the first page's."""
+        if isinstance(after, JobRow):
             return self.key(after)
+        if after is not None:
+            return self._checked(after)
         if self.column is SortColumn.ID:
             first = before_id or (NO_BEFORE if self.descending else -1)
             return (first, first)
         return (_FIRST[self.column, self.descending], NO_BEFORE if self.descending else -1)
+
+    def _checked(self, place: SortKey) -> SortKey:
+        """``place`` if it can be a place in this order (it reaches SQL as a typed parameter)."""
+        value, job_id = place if isinstance(place, tuple) and len(place) == 2 else (None, None)
+        if self.column is SortColumn.WHEN:
+            fits = isinstance(value, datetime) and value.tzinfo is not None
+        else:
+            fits = _fits(value, _INT_BOUNDS[self.column])
+        if not fits or not _fits(job_id, 2**63):
+            wanted = "an aware datetime" if self.column is SortColumn.WHEN else "an int"
+            raise InvalidFilter(
+                f"after must be a row or its place in sort {self.text} (SortOrder.key): "
+                f"a pair of {wanted} and a job id."
+            )
+        return place
 
     def sql(self, id_col: str, key: str | None, value_param: int) -> tuple[str, str]:
         """The cursor condition and the ORDER BY for a statement whose sort value is ``key``
@@ -127,6 +149,12 @@ class SortOrder:
 
 
 DEFAULT_SORT = SortOrder()
+_INT_BOUNDS = {SortColumn.ID: 2**63, SortColumn.ATTEMPTS: 2**31}  # bigint, int
+
+
+def _fits(value: object, bound: int) -> bool:
+    """An int (not a bool) the column's SQL type holds."""
+    return type(value) is int and -bound <= value < bound
 
 
 def row_time(row: JobRow) -> datetime | None:

@@ -25,7 +25,7 @@ from storage.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
 from storage.events import JobEvent
 from storage.failure_groups import FailureGroupMembers
 from storage.insert_plan import kind_of
-from storage.listing_filter import ListFilter, SortOrder, check_text
+from storage.listing_filter import ListFilter, SortKey, SortOrder, check_text
 from storage.maintenance import MaintenanceSettings, PassReport
 from storage.models import (
     AttemptSpan,
@@ -76,16 +76,16 @@ class Operations:
         since: datetime | None = None,
         before: datetime | None = None,
         sort: SortOrder | str = "-id",
-        after: JobRow | None = None,
+        after: JobRow | SortKey | None = None,
         before_id: int | None = None,
         limit: int = 50,
     ) -> list[JobRow]:
         """A page of jobs, read in one snapshot, newest first unless ``sort`` says otherwise
         (``"-when"``, ``"attempts"``, ...: ``SortOrder``); the next page starts ``after`` the
-        last row (by id, ``before_id`` its id also works). ``since``/``before`` bound each
-        state's time column. Rows carry no output; ``has_output`` says if one exists. An
-        unknown state, unusable filter text, an empty time range or an order the state's
-        indexes do not serve raises ``InvalidFilter``."""
+        last row or its place ``SortOrder.key(row)`` (by id, ``before_id`` its id also works).
+        ``since``/``before`` bound each state's time column. Rows carry no output;
+        ``has_output`` says if one exists. An unknown state, unusable filter text, an empty
+        time range or an order the state's indexes do not serve raises ``InvalidFilter``."""
         where = ListFilter.of(
             state=state, dlq=dlq, kind=kind, queue=queue, search=search, since=since, before=before
         )
@@ -114,7 +114,7 @@ class Operations:
         since: datetime | None = None,
         before: datetime | None = None,
         sort: SortOrder | str = "-id",
-        after: JobRow | None = None,
+        after: JobRow | SortKey | None = None,
         before_id: int | None = None,
         limit: int = 50,
     ) -> JobPage:

@@ -16,6 +16,7 @@ from fastapi import Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
+from awa_tui.http.paging import encode_cursor
 from storage import (
     MAX_OUTPUT_BYTES,
     Client,
@@ -25,6 +26,7 @@ from storage import (
     JobRow,
     JobState,
     KindSummary,
+    SortOrder,
     StateCounts,
 )
 
@@ -117,10 +119,19 @@ class JobOut(BaseModel):
 
 
 class JobListOut(BaseModel):
-    jobs: list[JobOut] = Field(description="Newest first; rows carry no output.")
-    counts: StateCounts = Field(description="Jobs per state, read in the page's snapshot.")
+    jobs: list[JobOut] = Field(description="In the order asked for; rows carry no output.")
+    counts: StateCounts = Field(
+        description="Jobs per state, read in the page's snapshot. They follow since and "
+        "before; kind and queue do not narrow them."
+    )
     has_more: bool
-    next_before_id: int | None = Field(description="Pass as before_id for the next page.")
+    sort: str = Field(description="The order of the page, e.g. -id (newest first) or -when.")
+    next_cursor: str | None = Field(
+        description="Pass as cursor (with the same sort) for the next page; null on the last."
+    )
+    next_before_id: int | None = Field(
+        description="In the default order (-id) only: pass as before_id for the next page."
+    )
 
 
 class KindOut(BaseModel):
@@ -178,12 +189,15 @@ def job_json(row: JobRow, *, detail: bool) -> dict[str, Any]:
     return data
 
 
-def page_json(page: JobPage) -> dict[str, Any]:
+def page_json(page: JobPage, order: SortOrder) -> dict[str, Any]:
+    last = page.rows[-1] if page.has_more and page.rows else None
     return {
         "jobs": [job_json(row, detail=False) for row in page.rows],
         "counts": page.counts.model_dump(mode="json"),
         "has_more": page.has_more,
-        "next_before_id": page.rows[-1].id if page.has_more and page.rows else None,
+        "sort": order.text,
+        "next_cursor": None if last is None else encode_cursor(order, last),
+        "next_before_id": last.id if last is not None and order == SortOrder() else None,
     }
 
 

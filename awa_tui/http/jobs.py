@@ -1,8 +1,10 @@
 """``/api/jobs``: the detail (with its output), lists (without), and the admin actions.
 
 A list page and its counts come from one snapshot (``Client.browse``, what the console's job
-browser shows). Retry and cancel are refused with 409 when the job's state does not allow
-them, exactly as the console's actions are (the engine decides, ``InvalidJobState``).
+browser shows), with the browser's time range and orders: an order no index serves is refused
+with the reason, as the console and the Python API refuse it. Retry and cancel are refused with
+409 when the job's state does not allow them, exactly as the console's actions are (the engine
+decides, ``InvalidJobState``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from awa_tui.http.bodies import (
     json_response,
     page_json,
 )
-from storage import JobNotFound, JobState
+from awa_tui.http.errors import ApiError
+from awa_tui.http.paging import TIME_RANGE, decode_cursor, time_bound
+from storage import JobNotFound, JobState, SortColumn, SortOrder
 
 MAX_PAGE = 500
 JobId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -35,28 +39,69 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("", response_model=JobListOut, summary="A page of jobs, newest first, no outputs")
+SORTS = ", ".join(column.value for column in SortColumn)
+SORT_HELP = (
+    f"{SORTS}; a leading - means descending (-when: latest first). Default -id, newest first. "
+    "when is each state's time column (see since). attempts only for the live states "
+    "(available, scheduled, retryable, running, waiting_external); oldest id first (id) not "
+    "for completed or every state: no index serves those orders, so they are refused (400)."
+)
+
+
+@router.get(
+    "",
+    response_model=JobListOut,
+    responses={400: {"model": ErrorOut, "description": "A filter, order or cursor refused."}},
+    summary="A page of jobs, newest first unless sorted, no outputs",
+)
 async def list_jobs(
     request: Request,
     state: Annotated[str | None, Query(description=f"One of {STATES}.")] = None,
     kind: str | None = None,
     queue: str | None = None,
+    since: Annotated[
+        str | None, Query(description=f"Only jobs at or after this moment: {TIME_RANGE}")
+    ] = None,
+    before: Annotated[
+        str | None, Query(description="Only jobs before this moment (excluded), as since.")
+    ] = None,
+    sort: Annotated[str, Query(description=SORT_HELP)] = "-id",
+    cursor: Annotated[
+        str | None,
+        Query(max_length=512, description="next_cursor of the previous page, with the same sort."),
+    ] = None,
     before_id: Annotated[
         int | None,
-        Query(ge=1, le=2**63 - 1, description="Only jobs older than this id (next_before_id)."),
+        Query(
+            ge=1,
+            le=2**63 - 1,
+            description="Newest first only: jobs older than this id (next_before_id).",
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> Response:
+    order = SortOrder.parse(sort)
+    if before_id is not None and (cursor is not None or order != SortOrder()):
+        raise ApiError(
+            400,
+            "invalid_request",
+            "before_id pages the default order (newest first) only; pass cursor (next_cursor "
+            "of the previous page) instead.",
+        )
     dlq = state == "dlq"
     page = await client_of(request).browse(
         state=None if dlq else state,
         dlq=dlq,
         kind=kind,
         queue=queue,
+        since=time_bound("since", since),
+        before=time_bound("before", before),
+        sort=order,
+        after=None if cursor is None else decode_cursor(cursor, order),
         before_id=before_id,
         limit=limit,
     )
-    return json_response(page_json(page))
+    return json_response(page_json(page, order))
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=NOT_FOUND, summary="One job")

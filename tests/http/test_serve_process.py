@@ -1,6 +1,7 @@
 """A real ``awa-tui serve`` process over TCP: it refuses to start without a token, asks for
-the token, completes a callback with an output, logs no contents, and on SIGTERM stops with
-exit code 0, its port closed and its database sessions gone. Also the refusals at start."""
+the token, completes a callback with an output, lists by time (a bad time is a 400, no
+traceback), logs no contents or query values, and on SIGTERM stops with exit code 0, its port
+closed and its database sessions gone. Also the refusals at start."""
 
 from __future__ import annotations
 
@@ -88,6 +89,11 @@ async def test_serve_over_tcp_then_sigterm_leaves_nothing_running(
         assert answer.status_code == 200
         detail = await http.get(f"/api/jobs/{job_id}", headers=AUTH)
         assert detail.json()["output"] == {"receipt": "0utput-s3cret"}
+        recent = {"since": "1h", "sort": "-when", "kind": kind}
+        listed = (await http.get("/api/jobs", params=recent, headers=AUTH)).json()
+        assert [row["id"] for row in listed["jobs"]] == [job_id]
+        refused = await http.get("/api/jobs", params={"since": "s00n-s3cret"}, headers=AUTH)
+        assert (refused.status_code, refused.json()["error"]) == (400, "invalid_filter")
     assert await _sessions(conn, served.application_name) >= 1
     served.process.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(served.process.wait(), DEADLINE) == 0
@@ -95,7 +101,9 @@ async def test_serve_over_tcp_then_sigterm_leaves_nothing_running(
     log = (await served.process.stderr.read()).decode()
     assert "POST /api/callbacks/{callback_id}/complete 200" in log
     assert "HTTP/1.1" not in log  # uvicorn's access log (which shows paths) is off
-    leaked = ["4rgs-s3cret", "0utput-s3cret", "p4yload-s3cret", TOKEN, callback_id]
+    assert "GET /api/jobs 400" in log
+    assert "Traceback" not in log
+    leaked = ["4rgs-s3cret", "0utput-s3cret", "p4yload-s3cret", "s00n-s3cret", TOKEN, callback_id]
     assert [secret for secret in leaked if secret in log] == []
     host, port = served.url.removeprefix("http://").rsplit(":", 1)
     with pytest.raises(ConnectionRefusedError):

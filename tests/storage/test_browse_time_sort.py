@@ -229,3 +229,20 @@ async def test_every_list_statement_prepares_in_every_order(conn: asyncpg.Connec
             assert await conn.prepare(statement.sql(order, **extra.get(statement, {})))
     for sql in listing.COMPACT_BATCHES.values():
         assert await conn.prepare(sql)  # (the walks by time take the cursor id as $7)
+
+
+async def test_a_place_pages_as_the_row_it_came_from(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """``after`` takes the (value, id) ``SortOrder.key`` gives, for callers that keep no rows
+    (the HTTP API's cursor); a place of the wrong type for the order is refused, saying so."""
+    await _history(client, conn)
+    for text in ("-when", "when", "-id"):
+        order = SortOrder.parse(text)
+        first = await client.list_jobs(sort=order, limit=5)
+        by_row = await client.list_jobs(sort=order, after=first[-1], limit=5)
+        by_place = await client.list_jobs(sort=order, after=order.key(first[-1]), limit=5)
+        assert [r.id for r in by_place] == [r.id for r in by_row] != []
+    for sort, place in [("-when", (5, 1)), ("-id", (BASE, 1)), ("-id", (1, 2**63))]:
+        with pytest.raises(InvalidFilter, match=f"after must be a row or its place in sort {sort}"):
+            await client.list_jobs(sort=sort, after=place)  # type: ignore[arg-type]

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from awa_tui.demo import SendEmail
+import asyncpg
+
+from awa_tui.demo import AwaitPayment, SendEmail
 from awa_tui.screens.jobs import PAGE_SIZE
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.state_tabs import StateTabs
 from storage import Client, JobState
 from tests.tui.conftest import settle, text_of
-from tests.tui.scenarios import FIXED_NOW, SIZE, Incident, build_app
+from tests.tui.scenarios import FIXED_NOW, SIZE, Incident, build_app, work
 from tests.tui.test_browser import jobs_screen, shown_ids
+from tests.tui.test_detail import detail
 
 
 def status(app: object) -> str:
@@ -136,3 +139,43 @@ async def test_keyset_pages_follow_the_sort(migrated_dsn: str, schema: str, clie
         assert shown_ids(screen) == [r.id for r in expected]
         assert len(expected) == 120
         assert not screen.has_more
+
+
+async def test_a_waiting_jobs_when_is_the_claim_time_its_filter_and_sort_use(
+    migrated_dsn: str, schema: str, incident: Incident, client: Client, conn: asyncpg.Connection
+) -> None:
+    """Two waiting jobs whose deadlines run the other way round from their claim times: the
+    when column shows the claim times, in the order sort:-when puts them, and since: keeps the
+    one claimed inside the range; the deadline is in the detail screen."""
+    later = await client.insert(AwaitPayment(order_id=902, provider="adyen"))
+    await work(client, "webhooks")
+    claimed, due = FIXED_NOW - timedelta(minutes=10), FIXED_NOW + timedelta(minutes=5)
+    await conn.execute(
+        "UPDATE claim_batches SET claimed_at = $2 WHERE $1 = ANY(job_ids)", later.id, claimed
+    )
+    await conn.execute(
+        "UPDATE attempt_state SET callback_timeout_at = $2 WHERE job_id = $1", later.id, due
+    )
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = jobs_screen(app)
+        table = screen.query_one(JobTable)
+
+        def when_cells() -> list[str]:
+            return [str(table.get_cell(str(job_id), "time")) for job_id in shown_ids(screen)]
+
+        await pilot.press("4", "slash", *"sort:-when", "enter")
+        await settle(pilot)
+        assert shown_ids(screen) == [later.id, incident.waiting]
+        assert when_cells() == ["10m ago", "1h24m ago"]  # claimed 08:06, by the pinned clock
+        assert "by claim time, latest first" in status(app)
+
+        await pilot.press("slash", "ctrl+u", *"since:1h", "enter")
+        await settle(pilot)
+        assert (shown_ids(screen), when_cells()) == ([later.id], ["10m ago"])
+
+        await pilot.press("enter")
+        await settle(pilot)
+        summary = text_of(detail(app).query_one("#summary"))
+        assert "times out 2026-03-14 09:35:00Z (in 5m)" in summary

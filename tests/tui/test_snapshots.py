@@ -22,7 +22,8 @@ def check(snap_compare: SnapCompare, dsn: str, schema: str, screen: Screen) -> N
 def test_browser(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """The job browser on the seeded incident: state tabs with counts (All 11, Failed 1, DLQ 1),
     newest first, ids 12..1, a diamond where an output exists (hollow where only a failed
-    attempt kept one), last errors in red for the failed and retryable jobs."""
+    attempt kept one), last errors in red for the failed and retryable jobs; the waiting job's
+    `when` is its claim time (1h24m ago), as for a running job."""
     check(snap_compare, migrated_dsn, schema, SCREENS["browser"])
 
 
@@ -31,9 +32,10 @@ def test_browser_time_range_sorted(
 ) -> None:
     """All tab filtered to `since:90m` (since 08:00 on the pinned clock) and sorted by time,
     latest first (`s`): the scheduled report (due in 3 days) on top, then each job by its own
-    time column; jobs whose time is before 08:00 are gone and the tab counts follow the range
-    (the status line says so); the `when ▼` header marks the order, the filter bar reads
-    `since:90m sort:-when`."""
+    time column, the `when` column reading in that order down to the waiting job's claim time
+    (1h24m ago, not its callback deadline); jobs whose time is before 08:00 are gone and the tab
+    counts follow the range (the status line says so); the `when ▼` header marks the order, the
+    filter bar reads `since:90m sort:-when`."""
     check(snap_compare, migrated_dsn, schema, SCREENS["browser-since-sorted"])
 
 
