@@ -284,10 +284,13 @@ def to_json_value(value: object) -> object:
 # (dataclasses, datetimes, subclasses of the JSON types, integers past 53 bits) raises, and
 # anything else it writes differently from the walk (NaN as null, enums and UUIDs as their
 # values, tuples as arrays) reads back unequal, so all of those take the walk.
-_PLAIN_ONLY = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-_PLAIN_ONLY |= orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_STRICT_INTEGER
+PLAIN_ONLY = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+PLAIN_ONLY |= orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_STRICT_INTEGER
 
-_FLAT_ITEM_TYPES = frozenset({str, int, float, bool, type(None)})
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Exact types orjson writes as the walk does, except a NaN or infinity (written ``null``)."""
+EXACT_SCALARS = JSON_SCALARS - {float}
+"""Exact types orjson writes as the walk does, always."""
 _LOOP_AT_MOST = 8
 """Up to this many items a Python loop checks types with fewer instructions than a set."""
 
@@ -303,7 +306,7 @@ def _plain_json_text(value: Any) -> bytes | None:
     call is a tenth of the instructions spent here).
     """
     try:
-        raw = orjson.dumps(value, option=_PLAIN_ONLY)
+        raw = orjson.dumps(value, option=PLAIN_ONLY)
     except orjson.JSONEncodeError:
         return None
     if raw.find(b"\\u0000") >= 0:  # a NUL escape (or a string that merely looks like one)
@@ -317,7 +320,7 @@ def _plain_json_text(value: Any) -> bytes | None:
         items = value.values()
     elif kind is list:
         items = value
-    elif kind in _FLAT_ITEM_TYPES and (kind is not float or raw != b"null"):
+    elif kind in JSON_SCALARS and (kind is not float or raw != b"null"):
         return raw
     if items is not None:
         flat = True
@@ -332,7 +335,7 @@ def _plain_json_text(value: Any) -> bytes | None:
                     break
         else:
             types = set(map(type, items))
-            flat = types <= _FLAT_ITEM_TYPES
+            flat = types <= JSON_SCALARS
             floats = float in types
         if flat and (not floats or raw.find(b"null") < 0):
             return raw
@@ -433,9 +436,12 @@ def _loc_text(loc: tuple[int | str, ...], error_type: str) -> str:
 
 
 __all__ = [
+    "EXACT_SCALARS",
     "INT64_MAX",
     "INT64_MIN",
+    "JSON_SCALARS",
     "MAX_DEPTH",
+    "PLAIN_ONLY",
     "JsonConversionError",
     "JsonDecodeMismatch",
     "decode_value",

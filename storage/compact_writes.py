@@ -146,10 +146,11 @@ async def complete_compact(
     outcomes come in the order of ``items``."""
     job_ids, run_leases, claim_ids, _, texts, stated = zip(*items, strict=True)
     claims = sorted(set(claim_ids))
+    missing = texts.count(None)
     outputs = (
-        OUTPUT_SEPARATOR.join([t or "" for t in texts])
-        if outputs_supported and texts.count(None) < len(texts)
-        else None
+        None
+        if not outputs_supported or missing == len(texts)
+        else OUTPUT_SEPARATOR.join([t or "" for t in texts] if missing else texts)
     )
     parts = split_parts(items, outputs)
     async with conn.transaction():

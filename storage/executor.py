@@ -32,7 +32,6 @@ from storage.attempt import (
 from storage.attempt_rules import Failure, completes_on_general_path
 from storage.claim import ClaimedJob
 from storage.codec import JsonDecodeMismatch, decode_value
-from storage.compact_writes import utf8_size
 from storage.db import Conn
 from storage.errors import StaleAttempt, TerminalError
 from storage.events import JobEvent
@@ -210,7 +209,7 @@ def compact_ended(
     ended = _COMPACT_ENDED[outcome]
     if output_text is not None:
         if outcome is Outcome.WRITTEN:
-            host.metrics.recorded(claimed.kind, claimed.queue, "completed", utf8_size(output_text))
+            host.metrics.recorded(claimed.kind, claimed.queue, "completed", output_text)
         elif outcome is Outcome.STALE:
             _drop(host, claimed, output_text, "abandoned")
     _emit_ended(host, claimed, ended, output_text)
@@ -246,7 +245,7 @@ async def _finish(
             ended.state is JobState.COMPLETED or ended.output_kept
         ):
             outcome = "completed" if ended.state is JobState.COMPLETED else "failed"
-            host.metrics.recorded(claimed.kind, claimed.queue, outcome, utf8_size(sealed))
+            host.metrics.recorded(claimed.kind, claimed.queue, outcome, sealed)
         elif ended.outcome is Outcome.STALE:
             _drop(host, claimed, sealed, "abandoned")
     completed_output = record.output_text if ended.state is JobState.COMPLETED else None

@@ -8,8 +8,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from opentelemetry import metrics
+
+from storage.compact_writes import utf8_size
 
 log = logging.getLogger("storage")
 WARN_INTERVAL_SECONDS = 60.0
@@ -36,15 +39,24 @@ class OutputMetrics:
         self._clock = clock
         self._last_warned: dict[tuple[str, str], float] = {}
         self._recorded_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
+        # Made before any SDK is installed, the instruments are the API's proxies: their calls
+        # do nothing until an SDK meter provider is set, then pass through to its instruments,
+        # which a proxy holds in ``_real_instrument`` (None until then). That attribute is not
+        # public API: a test pins it, and an instrument without it counts as live.
+        self._proxy: Any = self._size if hasattr(self._size, "_real_instrument") else None
 
-    def recorded(self, kind: str, queue: str, outcome: str, size_bytes: int) -> None:
+    def recorded(self, kind: str, queue: str, outcome: str, text: str) -> None:
+        """An output published with its attempt: counted, and its UTF-8 size recorded."""
+        proxy = self._proxy
+        if proxy is not None and proxy._real_instrument is None:
+            return  # no SDK behind the proxies yet: skip the per-job work they would ignore
         key = (kind, queue, outcome)
         attributes = self._recorded_attributes.get(key)
         if attributes is None:  # built once per kind, queue and outcome: this runs per job
             attributes = {"awa.job.kind": kind, "awa.job.queue": queue, "awa.job.outcome": outcome}
             self._recorded_attributes[key] = attributes
         self._recorded.add(1, attributes)
-        self._size.record(size_bytes, attributes)
+        self._size.record(utf8_size(text), attributes)
 
     def dropped(self, kind: str, queue: str, reason: str) -> None:
         self._dropped.add(

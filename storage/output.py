@@ -9,12 +9,16 @@ written. Errors name positions and types, never the value.
 from __future__ import annotations
 
 import threading
+from threading import get_ident
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, PydanticUserError, TypeAdapter
 
 from storage.codec import (
+    EXACT_SCALARS,
+    JSON_SCALARS,
+    PLAIN_ONLY,
     JsonConversionError,
     JsonDecodeMismatch,
     decode_value,
@@ -41,7 +45,25 @@ def encode_output(value: object, *, expected_type: type[Any] | None = None) -> s
     ``expected_type`` is the kind's declared output type; it is enforced only when isinstance
     can check it (a TypedDict or ``list[int]`` is not enforced).
     """
-    if value is None:
+    kind = type(value)
+    if (kind is dict or kind is list) and expected_type is None:
+        # The common output, a dict or list of exact JSON scalars: orjson writes it as the walk
+        # would (codec._plain_json_text says why), so only a NUL, a NaN written as null and
+        # the size are left to check. Inline, with C-level checks: this runs per job.
+        plain: Any = value  # a dict or a list: typed as such without a call
+        try:
+            raw = orjson.dumps(plain, None, PLAIN_ONLY)
+        except orjson.JSONEncodeError:
+            raw = None
+        if raw is not None and len(raw) <= MAX_OUTPUT_BYTES:
+            text = raw.decode()
+            if "\\u0000" not in text:
+                items = plain.values() if kind is dict else plain
+                if EXACT_SCALARS.issuperset(map(type, items)):
+                    return text
+                if "null" not in text and JSON_SCALARS.issuperset(map(type, items)):
+                    return text
+    elif value is None:
         return None
     if expected_type is not None and instance_check(value, expected_type) is False:
         raise OutputError(
@@ -70,19 +92,24 @@ def encode_output(value: object, *, expected_type: type[Any] | None = None) -> s
 class OutputSlot:
     """One attempt's output: replaced by each call, sealed when the handler returns.
 
-    Handlers may record from threads, so state changes under a lock; conversion runs before
-    taking it. Calls take effect in the order they reach the lock, so among concurrent calls
-    the last to finish wins, whether it succeeded or failed. The lock guards a few stores, so
-    every slot shares one (one slot is built per attempt).
+    Handlers may record from threads. Calls take effect in the order they store their text,
+    so among concurrent calls the last to finish wins, whether it succeeded or failed.
+    Conversion runs before that store. The thread that builds the slot (the attempt's event
+    loop) must be the one that seals it: its own calls cannot overlap the seal, so they store
+    without a lock. A call from another thread stores under the lock, after marking the slot
+    shared, and the seal takes the lock only then: one lock serves every slot, and the common
+    attempt (no threads) takes it never.
     """
 
-    __slots__ = ("_expected_type", "_sealed", "_text")
+    __slots__ = ("_expected_type", "_owner", "_sealed", "_shared", "_text")
     _lock = threading.Lock()
 
     def __init__(self, expected_type: type[Any] | None = None) -> None:
         self._text: str | None = None
         self._sealed = False
+        self._shared = False
         self._expected_type = expected_type
+        self._owner = get_ident()
 
     def set(self, value: object) -> None:
         """Record ``value``, replacing any earlier one; ``None`` clears.
@@ -95,14 +122,28 @@ class OutputSlot:
         try:
             text = encode_output(value, expected_type=self._expected_type)
         finally:  # stored inline (no call per output), cleared when encoding raised
-            with self._lock:
-                if self._sealed:
-                    raise OutputError("sealed", _SEALED_MESSAGE)
+            if self._owner == get_ident():
                 self._text = text
+            else:
+                self._store_shared(text)
+
+    def _store_shared(self, text: str | None) -> None:
+        """Another thread's store: marked shared before the sealed check, both under the lock,
+        so a seal either sees the mark and waits for the lock or came first and is seen."""
+        with self._lock:
+            self._shared = True
+            if self._sealed:
+                raise OutputError("sealed", _SEALED_MESSAGE)
+            self._text = text
 
     def clear(self) -> None:
         """Empty the slot; after the handler returned this does nothing."""
+        if self._owner == get_ident():
+            if not self._sealed:
+                self._text = None
+            return
         with self._lock:
+            self._shared = True
             if not self._sealed:
                 self._text = None
 
@@ -125,10 +166,13 @@ class OutputSlot:
         return self._expected_type
 
     def seal(self) -> str | None:
-        """Seal the slot and return its text; sealing again returns the same text."""
-        with self._lock:
-            self._sealed = True
-            return self._text
+        """Seal the slot and return its text; sealing again returns the same text. Called by
+        the thread that built the slot."""
+        self._sealed = True
+        if self._shared:  # a call from another thread may be storing: wait for it
+            with self._lock:
+                return self._text
+        return self._text
 
 
 def decode_output(
