@@ -289,8 +289,6 @@ PLAIN_ONLY |= orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_STRICT_INTEGER
 
 JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 """Exact types orjson writes as the walk does, except a NaN or infinity (written ``null``)."""
-EXACT_SCALARS = JSON_SCALARS - {float}
-"""Exact types orjson writes as the walk does, always."""
 _LOOP_AT_MOST = 8
 """Up to this many items a Python loop checks types with fewer instructions than a set."""
 
@@ -436,7 +434,6 @@ def _loc_text(loc: tuple[int | str, ...], error_type: str) -> str:
 
 
 __all__ = [
-    "EXACT_SCALARS",
     "INT64_MAX",
     "INT64_MIN",
     "JSON_SCALARS",

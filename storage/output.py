@@ -16,7 +16,6 @@ import orjson
 from pydantic import BaseModel, PydanticUserError, TypeAdapter
 
 from storage.codec import (
-    EXACT_SCALARS,
     JSON_SCALARS,
     PLAIN_ONLY,
     JsonConversionError,
@@ -37,6 +36,8 @@ MAX_DESCRIPTOR_BYTES = 64 * 1024
 """The output descriptor column's cap; a larger schema is dropped and the type name kept."""
 
 _SEALED_MESSAGE = "the handler already returned; its output is sealed"
+_EXACT_SCALARS = JSON_SCALARS - {float}
+"""Exact types orjson writes as the walk does, always (a float may be a NaN, written null)."""
 
 
 def encode_output(value: object, *, expected_type: type[Any] | None = None) -> str | None:
@@ -59,7 +60,7 @@ def encode_output(value: object, *, expected_type: type[Any] | None = None) -> s
             text = raw.decode()
             if "\\u0000" not in text:
                 items = plain.values() if kind is dict else plain
-                if EXACT_SCALARS.issuperset(map(type, items)):
+                if _EXACT_SCALARS.issuperset(map(type, items)):
                     return text
                 if "null" not in text and JSON_SCALARS.issuperset(map(type, items)):
                     return text
