@@ -31,7 +31,7 @@ class BrowserStatus:
         if self.stale_since is not None:
             parts.append(f"STALE: rows as of {self.stale_since}")
         if self.shown:
-            parts.append(f"{self.shown:,} {query.describe()} shown, {query.describe_sort()}")
+            parts.append(f"{query.describe(self.shown)} shown, {query.describe_sort()}")
         else:
             parts.append(f"No {query.describe()}")
         if self.has_more:

@@ -276,3 +276,15 @@ async def test_tabs_shorten_to_stay_on_one_line_in_a_narrow_terminal(
         assert tabs.size.height == 1
         assert "Avail 1" in text_of(tabs)
         assert "[dim]2[/]" not in text_of(tabs)
+
+
+async def test_the_status_line_counts_one_job_in_the_singular(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("5")  # the incident has one scheduled job
+        await settle(pilot)
+        status = text_of(jobs_screen(app).query_one("#status"))
+        assert "1 scheduled job shown" in status, status
