@@ -4,9 +4,7 @@ recover from a refused completion. An invalid one is still a 400."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -16,25 +14,18 @@ from awa_tui.http.app import create_app
 from storage import Client, JobState
 from storage.db import connect_once
 from storage.metrics import OutputMetrics
-from storage.migrator import migrate
 from tests.http.conftest import AUTH, TOKEN, asgi_client, park
 from tests.storage.metric_points import counter_points
+from tests.storage.migration_db import database_at
 
 
 @pytest.fixture
 async def v001_dsn(pg_dsn: str) -> AsyncIterator[str]:
     """A database migrated only to v001, with a queue-storage schema ``older``."""
-    name = f"awa_http_v001_{os.getpid()}"
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        await admin.execute(f"CREATE DATABASE {name}")
-    dsn = urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
-    await migrate(dsn, target=1)
-    async with connect_once(dsn) as conn:
-        await conn.execute("SELECT awa.install_queue_storage('older')")
-    yield dsn
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    async with database_at(pg_dsn, "awa_http_v001", 1) as dsn:
+        async with connect_once(dsn) as conn:
+            await conn.execute("SELECT awa.install_queue_storage('older')")
+        yield dsn
 
 
 async def test_a_valid_output_is_dropped_counted_and_the_job_completes(v001_dsn: str) -> None:

@@ -3,7 +3,6 @@ keeps claiming, refusing only the pause itself."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,21 +12,14 @@ import pytest
 from storage import Client, Job, JobState, SchemaNotMigrated
 from storage.db import connect_once
 from storage.migrator import migrate
-from tests.storage.test_migrations import _with_database
+from tests.storage.migration_db import database_at, locks_on_schema
 
 
 @pytest.fixture
 async def v003_dsn(pg_dsn: str) -> AsyncIterator[str]:
     """A database migrated only to v003, as a deployment is before the pause migration."""
-    name = f"awa_v003_{os.getpid()}"
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        await admin.execute(f"CREATE DATABASE {name}")
-    dsn = _with_database(pg_dsn, name)
-    await migrate(dsn, target=3)
-    yield dsn
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    async with database_at(pg_dsn, "awa_v003", 3) as dsn:
+        yield dsn
 
 
 async def test_a_runtime_ahead_of_v004_claims_and_refuses_only_the_pause(v003_dsn: str) -> None:
@@ -73,10 +65,5 @@ async def test_fresh_install_has_the_pause_column_and_time_indexes(
 async def test_rerunning_the_v004_tail_takes_no_lock(conn: asyncpg.Connection, schema: str) -> None:
     async with conn.transaction():
         await conn.execute("SELECT awa.add_queue_pause_v004($1)", schema)
-        locked = await conn.fetchval(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = $1 AND l.pid = pg_backend_pid()",
-            schema,
-        )
+        locked = await locks_on_schema(conn, schema)
     assert locked == 0

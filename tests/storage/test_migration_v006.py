@@ -11,6 +11,7 @@ import orjson
 
 from storage import listing, listing_filter
 from storage.listing_filter import ListFilter, SortOrder
+from tests.storage.migration_db import locks_on_schema
 
 INDEX = "done_entries_state_finalized_at_idx"
 HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
@@ -22,12 +23,7 @@ async def test_installed_schemas_have_it_and_a_rerun_takes_no_lock(
     assert await conn.fetchval(HAS_INDEX, INDEX)
     async with conn.transaction():
         await conn.execute("SELECT awa.add_done_time_index_v006($1)", schema)
-        locked = await conn.fetchval(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = $1 AND l.pid = pg_backend_pid()",
-            schema,
-        )
+        locked = await locks_on_schema(conn, schema)
     assert locked == 0
 
 

@@ -4,7 +4,6 @@ Installed schemas get the swap, a re-run takes no lock, an upgrade from v006 kee
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from pydantic import BaseModel
 from storage import Client, Job, JobState, RetryAfter
 from storage.db import connect_once
 from storage.migrator import migrate
-from tests.storage.test_migrations import _with_database
+from tests.storage.migration_db import database_at, locks_on_schema
 
 NEW, OLD = "ready_entries_job_id_idx", "ready_entries_job_id_run_lease_idx"
 HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
@@ -29,15 +28,8 @@ class Work(BaseModel):
 @pytest.fixture
 async def v006_dsn(pg_dsn: str) -> AsyncIterator[str]:
     """A database migrated only to v006, as a deployment is before this migration."""
-    name = f"awa_v006_{os.getpid()}"
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        await admin.execute(f"CREATE DATABASE {name}")
-    dsn = _with_database(pg_dsn, name)
-    await migrate(dsn, target=6)
-    yield dsn
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    async with database_at(pg_dsn, "awa_v006", 6) as dsn:
+        yield dsn
 
 
 async def test_installed_schemas_have_it_and_a_rerun_takes_no_lock(
@@ -47,12 +39,7 @@ async def test_installed_schemas_have_it_and_a_rerun_takes_no_lock(
     assert not await conn.fetchval(HAS_INDEX, OLD)
     async with conn.transaction():
         await conn.execute("SELECT awa.index_ready_by_job_v007($1)", schema)
-        locked = await conn.fetchval(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = $1 AND l.pid = pg_backend_pid()",
-            schema,
-        )
+        locked = await locks_on_schema(conn, schema)
     assert locked == 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -15,6 +14,7 @@ from storage.db import connect_once
 from storage.migrator import applied_versions, available_migrations, migrate, migrate_connection
 from storage.testing import work_one
 from tests.storage.metric_points import counter_points
+from tests.storage.migration_db import database_at
 
 SHIPPED = [m.version for m in available_migrations()]  # every version, in order
 
@@ -31,15 +31,8 @@ def _with_database(dsn: str, database: str) -> str:
 @pytest.fixture
 async def v001_dsn(pg_dsn: str) -> AsyncIterator[str]:
     """A database migrated only to v001, as a deployment is before the output migration."""
-    name = f"awa_v001_{os.getpid()}"
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        await admin.execute(f"CREATE DATABASE {name}")
-    dsn = _with_database(pg_dsn, name)
-    await migrate(dsn, target=1)
-    yield dsn
-    async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    async with database_at(pg_dsn, "awa_v001", 1) as dsn:
+        yield dsn
 
 
 async def test_migrate_is_idempotent_and_records_versions(migrated_dsn: str) -> None:
