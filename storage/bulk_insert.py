@@ -28,7 +28,7 @@ from storage.enqueue import insert_jobs, key_of
 from storage.errors import ArgsValidationError, AwaError, InvalidName, UnknownKind
 from storage.insert_plan import InsertPlan, Resolved
 from storage.models import JobRow, JobState
-from storage.sql_shared import READY_NOTICE
+from storage.sql_shared import RESERVE_LANE_RANGE
 
 CHUNK = 2_000
 """Jobs per chunk (one COPY, or one statement for scheduled jobs): large enough that the round
@@ -37,13 +37,7 @@ trips are a small share, small enough that a chunk's text stays a few hundred ki
 # A ready chunk's lane range, ids, slot and time, taken with the lane locked (as the enqueue
 # takes them): ids and lane sequences rise together within a lane.
 RESERVE_READY_CHUNK = f"""
-WITH lane AS (
-    INSERT INTO queue_lanes AS l (queue, priority, next_seq) VALUES ($1, $2, $3)
-    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + $3
-    RETURNING l.next_seq - $3 AS first_seq
-), woken AS (
-    SELECT {READY_NOTICE.format(queue="$1::text")}
-)
+WITH {RESERVE_LANE_RANGE}
 SELECT ARRAY(SELECT nextval('job_id_seq') FROM generate_series(1, $3)) AS ids, lane.first_seq,
        (SELECT current_slot FROM ring_state WHERE ring = 'queue') AS slot,
        now() AS at, now()::text AS at_text

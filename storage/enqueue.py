@@ -13,18 +13,12 @@ from typing import Any
 
 from storage import unique
 from storage.db import Conn
-from storage.sql_shared import READY_NOTICE
+from storage.sql_shared import READY_NOTICE, RESERVE_LANE_RANGE
 
 # Reserve a range of lane sequence numbers (the lane row stays locked until commit), write
 # one ready row per job in that range, and wake the queue's idle runtimes when this commits.
 INSERT_READY = f"""
-WITH lane AS (
-    INSERT INTO queue_lanes AS l (queue, priority, next_seq) VALUES ($1, $2, $3)
-    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + $3
-    RETURNING l.next_seq - $3 AS first_seq
-), woken AS (
-    SELECT {READY_NOTICE.format(queue="$1::text")}
-)
+WITH {RESERVE_LANE_RANGE}
 INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
                            max_attempts, lane_seq, run_at, created_at, payload)
 SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), nextval('job_id_seq'),

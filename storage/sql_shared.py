@@ -134,3 +134,15 @@ READY_NOTICE = (
     "pg_notify('awa_ready_' || current_schema(), "
     "CASE WHEN octet_length({queue}) < 7900 THEN {queue} ELSE '' END)"
 )
+
+# The CTEs every insert of ready jobs begins with: queue $1's lane at priority $2 hands out its
+# next $3 sequence numbers (``lane.first_seq`` is the first; the lane row stays locked until
+# commit, so job ids taken meanwhile rise with the sequence), and the queue's idle runtimes
+# are woken when this commits.
+RESERVE_LANE_RANGE = f"""lane AS (
+    INSERT INTO queue_lanes AS l (queue, priority, next_seq) VALUES ($1, $2, $3)
+    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + $3
+    RETURNING l.next_seq - $3 AS first_seq
+), woken AS (
+    SELECT {READY_NOTICE.format(queue="$1::text")}
+)"""
