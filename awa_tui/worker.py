@@ -210,7 +210,9 @@ def run_worker(argv: Sequence[str]) -> int:
     return asyncio.run(serve(settings))
 
 
-async def serve(settings: WorkerSettings) -> int:
+def stop_on_signals() -> tuple[asyncio.Event, list[str]]:
+    """An event SIGTERM or SIGINT sets, and the names of the signals received, in order (the
+    stop line names them); for the running loop, the worker's and ``--processes``'s parent's."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -221,6 +223,11 @@ async def serve(settings: WorkerSettings) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    return stop, received
+
+
+async def serve(settings: WorkerSettings) -> int:
+    stop, received = stop_on_signals()
     parent = os.environ.pop(PARENT_PID_ENV, None)  # not inherited by what handlers start
     try:
         client = await Client.connect(

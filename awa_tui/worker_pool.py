@@ -39,7 +39,7 @@ from awa_tui.errors import (
     describe,
     exit_code,
 )
-from awa_tui.worker import PARENT_PID_ENV, WorkerSettings, say
+from awa_tui.worker import PARENT_PID_ENV, WorkerSettings, say, stop_on_signals
 from storage import AwaError, redact_dsn
 
 # A child that was asked to stop: drained and exited 0, or got the signal before it could
@@ -60,16 +60,7 @@ Child = asyncio.subprocess.Process
 
 async def supervise(argv: Sequence[str], settings: WorkerSettings) -> int:
     """Start the children, wait for a signal or a child's exit, then stop and reap them all."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    received: list[str] = []
-
-    def on_signal(sig: signal.Signals) -> None:
-        received.append(sig.name)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
+    stop, received = stop_on_signals()
     try:  # a wrong DSN or an unmigrated schema is said once, not once per child
         await preflight(settings.dsn, settings.schema, read_only=False)
     except (AwaError, OSError) as exc:
