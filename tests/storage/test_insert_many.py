@@ -3,7 +3,6 @@ the two server-side changes beside it (the cached dataclass fields, the flush's 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,6 +26,7 @@ from storage.claim import claim_batch
 from storage.codec import JsonConversionError, to_json_text
 from storage.compact_writes import complete_compact
 from storage.db import connect_once
+from tests.storage.observe import until_true
 
 BIG = 2 * CHUNK + 500  # three chunks, the last one short
 
@@ -243,11 +243,8 @@ async def test_a_chunked_insert_wakes_its_queue_once(
         await client.insert_many(
             [{"n": i} for i in range(BIG)], kind="a", queue="alpha", returning="ids"
         )
-        deadline = asyncio.get_running_loop().time() + 10
-        while not heard and asyncio.get_running_loop().time() < deadline:
-            await listener.fetchval("SELECT 1")
-            await asyncio.sleep(0.01)
-        await listener.fetchval("SELECT 1")
+        await until_true(lambda: bool(heard))
+        await listener.fetchval("SELECT 1")  # anything else sent by now has been read
     assert heard == ["alpha"]
 
 
