@@ -50,12 +50,12 @@ class WorkerSettings:
     dsn: str | None
     schema: str
     queues: list[str] | dict[str, int] | None
-    concurrency: int | None  # None: the runtime sizes itself (storage.sizing)
+    concurrency: int | None  # None: the runtime sizes itself (storage.runtime.sizing)
     grace: float
     max_connections: int
     rescue_after: float
     processes: int
-    gc_freeze: bool  # freeze the start-up heap (storage.heap) when the runtime starts
+    gc_freeze: bool  # freeze the start-up heap (storage.runtime.heap) when the runtime starts
 
 
 def build_parser() -> argparse.ArgumentParser:

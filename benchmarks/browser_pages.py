@@ -41,8 +41,8 @@ from typing import Any
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
 from storage import Client, Job, JobRow, JobState, SortOrder
-from storage.counting import COUNT_CAP
-from storage.failure_groups import SCAN_CAP
+from storage.read.counting import COUNT_CAP
+from storage.read.failure_groups import SCAN_CAP
 
 NAME = "browser_pages"
 BASE_JOBS = 10_000

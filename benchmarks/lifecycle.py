@@ -7,7 +7,7 @@ handlers that await 50 ms (1/4 the jobs) or spin 5 ms of CPU (1/20), no output b
 worker --processes 1`` / ``2`` (their CPU counts as the client's). The fast cases run the same
 number of jobs: a run has a fixed cost (start, the last claims, the idle check, shutdown: about
 0.2-0.4 s here), so a smaller run would be charged more per job. Workers 0 means the engine's
-own sizing (``storage.sizing``). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU
+own sizing (``storage.runtime.sizing``). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU
 (and the GC's share) and server CPU per job.
 """
 

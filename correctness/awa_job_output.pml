@@ -93,7 +93,7 @@ byte n_term = 0;              /* terminal rows written (terminal_jobs rows of th
 bool cancel_done = false;     /* an admin cancel committed */
 bool claimed_after_cancel = false;  /* a claim committed after the cancel */
 
-/* the lease guard of storage.attempt_writes.lock_attempt + close_if_open */
+/* the lease guard of storage.finalize.attempt_writes.lock_attempt + close_if_open */
 #define OPEN(L) (cur == (L) && (jstate == RUNNING || jstate == WAITING) \
                  && !closed[L] && !in_batch[L])
 
@@ -206,7 +206,7 @@ end:
 
 /* ---------------- transactions ---------------- */
 
-/* storage.attempt_writes.fail / rescue: append an error entry; an entry
+/* storage.finalize.attempt_writes.fail / rescue: append an error entry; an entry
  * with an output strips the output key from earlier entries.  The caller
  * declares a local byte `k`. */
 inline append_entry(L, out, gh)
@@ -238,7 +238,7 @@ inline retry_or_fail(L)
     fi
 }
 
-/* storage.compact_writes.complete_compact / attempt_writes.complete_general under
+/* storage.finalize.compact_writes.complete_compact / attempt_writes.complete_general under
  * the attempt's lock and guard.  `ok` reports whether the guard matched. */
 inline tx_complete(L, out, tagged, ok)
 {
@@ -398,7 +398,7 @@ proctype Attempt(byte L)
     od
 }
 
-/* storage.claim.claim_batch: claim the ready job under a new run lease.
+/* storage.runtime.claim.claim_batch: claim the ready job under a new run lease.
  * Two steps: the claim's statement starts (its snapshot shows the job ready),
  * then it holds the lane lock (after waiting for it, possibly behind a cancel
  * that commits meanwhile) and writes.  The engine locks the lane in its own
@@ -431,7 +431,7 @@ end:
     od
 }
 
-/* storage.admin.cancel, once, at any moment: it reads the job's state, then
+/* storage.ops.admin.cancel, once, at any moment: it reads the job's state, then
  * under the lock that serialises the job (the lane lock for a ready job; the
  * attempt's advisory lock for a running or waiting one) it decides against
  * the rows as they are now: a ready job gets a tombstone and a cancelled done
@@ -468,7 +468,7 @@ end:
 }
 #endif
 
-/* storage.maintenance.rescue_expired: heartbeat / deadline / callback
+/* storage.ops.maintenance.rescue_expired: heartbeat / deadline / callback
  * timeout lapsed (at any time): close the attempt, write an error entry
  * without an output, retry or fail. */
 active proctype Maintenance()
@@ -485,7 +485,7 @@ end:
     od
 }
 
-/* storage.callbacks.complete_external: a caller holding a callback id
+/* storage.ops.callbacks.complete_external: a caller holding a callback id
  * completes the job with its own (validated) output, or none. */
 active proctype External()
 {

@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 from textual._doc import take_svg_screenshot  # noqa: E402
 
 from awa_tui.embedded import EmbeddedPostgres  # noqa: E402
-from storage.db import connect_once  # noqa: E402
-from storage.migrator import install_schema, migrate  # noqa: E402
+from storage.db.migrator import install_schema, migrate  # noqa: E402
+from storage.db.pool import connect_once  # noqa: E402
 from tests.tui.scenarios import SCREENS, SIZE, prepare  # noqa: E402
 
 OUT = ROOT / "screenshots"

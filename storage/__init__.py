@@ -10,9 +10,17 @@ can show a connection string or an error without its password, ``encode_output``
 
 from __future__ import annotations
 
-from storage.callbacks import ExternalCompletion
 from storage.client import Client
-from storage.errors import (
+from storage.db.migrator import migrate
+from storage.insert.periodic import PeriodicSchedule
+from storage.insert.plan import kind_of
+from storage.ops.callbacks import ExternalCompletion
+from storage.ops.maintenance import MaintenanceSettings
+from storage.read.failure_groups import FailureGroupMembers
+from storage.read.listing_filter import SortColumn, SortKey, SortOrder
+from storage.runtime.job import Job
+from storage.tasks import Tasks, TaskSpec
+from storage.values.errors import (
     ArgsValidationError,
     AwaError,
     CallbackNotFound,
@@ -39,15 +47,9 @@ from storage.errors import (
     UnknownKind,
     UnstorableText,
 )
-from storage.events import JobEvent
-from storage.failure_groups import FailureGroupMembers
-from storage.health import Health, HealthState
-from storage.insert_plan import kind_of
-from storage.job import Job
-from storage.listing_filter import SortColumn, SortKey, SortOrder
-from storage.maintenance import MaintenanceSettings
-from storage.migrator import migrate
-from storage.models import (
+from storage.values.events import JobEvent
+from storage.values.health import Health, HealthState
+from storage.values.models import (
     AttemptSpan,
     DlqInfo,
     FailureGroup,
@@ -59,13 +61,11 @@ from storage.models import (
     QueueSummary,
     StateCounts,
 )
-from storage.names import check_schema_name
-from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
-from storage.periodic import PeriodicSchedule
-from storage.redact import redact_dsn, redact_secrets
-from storage.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
-from storage.schema import Violation, schema_violations
-from storage.tasks import Tasks, TaskSpec
+from storage.values.names import check_schema_name
+from storage.values.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.values.redact import redact_dsn, redact_secrets
+from storage.values.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
+from storage.values.schema import Violation, schema_violations
 
 __all__ = [
     "MAX_OUTPUT_BYTES",

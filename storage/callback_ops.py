@@ -1,7 +1,7 @@
 """The client's callback part: a running handler registers and waits for a callback; an
 external system completes, fails, retries, heartbeats or answers it.
 
-The SQL and the guards are in ``storage.callbacks``; this part adds connections, waiting on
+The SQL and the guards are in ``storage.ops.callbacks``; this part adds connections, waiting on
 the LISTEN channel, metrics and events.
 """
 
@@ -10,16 +10,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from storage import callbacks, reads
-from storage.attempt import AttemptKey, AttemptRef
-from storage.callbacks import ExternalCompletion
-from storage.errors import AwaError, StaleAttempt
-from storage.events import JobEvent
-from storage.job import Job
-from storage.models import JobRow
-from storage.results import CallbackToken
+from storage.finalize.types import AttemptKey, AttemptRef
+from storage.ops import callbacks
+from storage.ops.callbacks import ExternalCompletion
+from storage.ops.declared_output import LocalModels
+from storage.read import one_job
+from storage.runtime.job import Job
 from storage.session import Session
-from storage.typed_output import LocalModels
+from storage.values.errors import AwaError, StaleAttempt
+from storage.values.events import JobEvent
+from storage.values.models import JobRow
+from storage.values.results import CallbackToken
 
 
 class Listening(Protocol):
@@ -140,7 +141,9 @@ class CallbackOperations:
     ) -> JobRow | None:
         async with self._session.connection("fail_external") as conn:
             job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
-            row = await reads.get_job(conn, job_id, outputs=await self._session.probe.present(conn))
+            row = await one_job.get_job(
+                conn, job_id, outputs=await self._session.probe.present(conn)
+            )
         if row is not None:  # committed: the job failed for good
             self._session.events.emit(JobEvent("exhausted", row.id, row.kind, row.queue))
         return row
@@ -150,7 +153,9 @@ class CallbackOperations:
     ) -> JobRow | None:
         async with self._session.connection("retry_external") as conn:
             job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
-            row = await reads.get_job(conn, job_id, outputs=await self._session.probe.present(conn))
+            row = await one_job.get_job(
+                conn, job_id, outputs=await self._session.probe.present(conn)
+            )
         if row is not None:  # committed: the job runs again
             self._session.events.emit(JobEvent("retried", row.id, row.kind, row.queue))
         return row

@@ -10,24 +10,25 @@ from typing import Any, Literal, Self, TypeVar, overload
 
 import asyncpg
 
-from storage import periodic, reads, unique
-from storage.batcher import CompletionBatcher
-from storage.bulk_insert import insert_chunked, insert_keyed
 from storage.callback_ops import CallbackOperations
-from storage.db import acquire, create_pool
-from storage.enqueue import NewJob
-from storage.errors import InvalidOption, SchemaNotMigrated, UnknownKind
-from storage.events import JobEvent, Listener
-from storage.health import Health
-from storage.metrics import OutputMetrics
-from storage.migrator import LATEST_VERSION
-from storage.models import JobRow
-from storage.names import channel, check_stored_name
-from storage.notices import NoticeListener
+from storage.db.metrics import OutputMetrics
+from storage.db.migrator import LATEST_VERSION
+from storage.db.pool import acquire, create_pool
+from storage.insert import periodic, unique
+from storage.insert.copy import insert_chunked, insert_keyed
+from storage.insert.enqueue import NewJob
 from storage.operations import Operations
+from storage.ops.declared_output import declared_output
+from storage.read import one_job
+from storage.runtime.batcher import CompletionBatcher
+from storage.runtime.notices import NoticeListener
 from storage.session import Delegated, Session
 from storage.tasks import Tasks, TaskSpec
-from storage.typed_output import declared_output
+from storage.values.errors import InvalidOption, SchemaNotMigrated, UnknownKind
+from storage.values.events import JobEvent, Listener
+from storage.values.health import Health
+from storage.values.models import JobRow
+from storage.values.names import channel, check_stored_name
 from storage.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
@@ -178,7 +179,7 @@ class Client:
 
         With ``unique_key=...``, a job of the same kind that holds the key (it is in one of its
         ``unique_states``, default the unfinished ones) is returned instead, with
-        ``duplicate=True``, and nothing is written (see ``storage.unique``).
+        ``duplicate=True``, and nothing is written (see ``storage.insert.unique``).
         """
         (row,) = await self.insert_many([args], returning="rows", **options)
         return row
@@ -202,7 +203,7 @@ class Client:
         Returns the jobs as stored, or with ``returning="ids"`` only their ids (a duplicate's
         is its holder's): a row costs about 2 KB of memory, an id a few bytes, so large
         batches that need no rows should ask for ids. Jobs are checked, encoded and written
-        ``storage.bulk_insert.CHUNK`` at a time; an iterator is read into a list first (its
+        ``storage.insert.copy.CHUNK`` at a time; an iterator is read into a list first (its
         items, not rows). ``unique_key`` may be a function of the args (a key per row); each
         row follows the rule of ``insert``.
         """
@@ -245,7 +246,7 @@ class Client:
         **options: Any,
     ) -> None:
         """Declare a periodic job (``cron`` in ``timezone``, or ``every``); ``start()`` stores
-        it and the maintenance leader enqueues each tick once (see ``storage.periodic``).
+        it and the maintenance leader enqueues each tick once (see ``storage.insert.periodic``).
         ``name`` defaults to the kind; ``options`` are insert options (queue, priority, ...)."""
         job, when = self.build_job(args, options), periodic.cadence(cron, every, timezone)
         self._schedules[name or job.kind] = periodic.declare(name or job.kind, job, when)
@@ -275,7 +276,9 @@ class Client:
     async def get_job(self, job_id: int) -> JobRow | None:
         """The job, carrying its kind's declared output type so ``output_as`` can check it."""
         async with self.session.connection("get_job") as conn:
-            row = await reads.get_job(conn, job_id, outputs=await self.session.probe.present(conn))
+            row = await one_job.get_job(
+                conn, job_id, outputs=await self.session.probe.present(conn)
+            )
             if row is None:
                 return None
             row = await unique.with_key_states(conn, row)

@@ -9,25 +9,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from storage import (
-    admin,
-    counting,
-    descriptors,
-    failure_groups,
-    listing,
-    maintenance,
-    periodic,
-    queues,
-    reads,
-    timeline,
-)
-from storage.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
-from storage.events import JobEvent
-from storage.failure_groups import FailureGroupMembers
-from storage.insert_plan import kind_of
-from storage.listing_filter import ListFilter, SortKey, SortOrder, check_text
-from storage.maintenance import MaintenanceSettings, PassReport
-from storage.models import (
+from storage.insert import periodic
+from storage.insert.plan import kind_of
+from storage.ops import admin, maintenance
+from storage.ops.maintenance import MaintenanceSettings, PassReport
+from storage.read import counting, descriptors, failure_groups, listing, one_job, queues, timeline
+from storage.read.failure_groups import FailureGroupMembers
+from storage.read.listing_filter import ListFilter, SortKey, SortOrder, check_text
+from storage.runtime.host import HandlerSpec
+from storage.session import Session
+from storage.values.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
+from storage.values.events import JobEvent
+from storage.values.models import (
     AttemptSpan,
     FailureGroup,
     JobKindDescriptor,
@@ -38,10 +31,8 @@ from storage.models import (
     QueueSummary,
     StateCounts,
 )
-from storage.names import check_stored_name
-from storage.output import output_descriptor
-from storage.session import Session
-from storage.worker_host import HandlerSpec
+from storage.values.names import check_stored_name
+from storage.values.output import output_descriptor
 
 BULK_PAGE = 500
 
@@ -139,7 +130,7 @@ class Operations:
 
     async def counts(self, *, cap: int | None = None) -> StateCounts:
         """Jobs per state, exact up to a cap and "at least the cap" above it (see
-        ``StateCounts.capped`` and ``storage.counting``). By default the console's caps:
+        ``StateCounts.capped`` and ``storage.read.counting``). By default the console's caps:
         ``count_cap`` for the live states, 1,000 for completed, failed and cancelled; an
         explicit ``cap`` applies to every state."""
         async with self._session.connection("counts") as conn, listing.snapshot(conn):
@@ -191,7 +182,7 @@ class Operations:
             done += 1
         return done
 
-    # -- queues and failure groups (storage.queues, storage.failure_groups) -------------------
+    # -- queues and failure groups (storage.read.queues, storage.read.failure_groups) ----------
     async def pause_queue(self, queue: str) -> None:
         """Stop every runtime on the schema claiming from ``queue`` (running jobs finish)."""
         async with self._session.connection("pause_queue") as conn:
@@ -268,7 +259,7 @@ class Operations:
         ) as conn:
             outputs = await self._session.probe.present(conn)
             await action(conn, job_id, outputs=outputs)
-            return await reads.get_job(conn, job_id, outputs=outputs)
+            return await one_job.get_job(conn, job_id, outputs=outputs)
 
     async def database_read_only(self) -> bool:
         async with self._session.connection("database_read_only") as conn:

@@ -16,10 +16,10 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage.db import acquire
-from storage.events import EventBus
-from storage.metrics import OutputMetrics
-from storage.schema_probe import OutputColumnsProbe
+from storage.db.metrics import OutputMetrics
+from storage.db.pool import acquire
+from storage.db.schema_probe import OutputColumnsProbe
+from storage.values.events import EventBus
 
 P = ParamSpec("P")
 R = TypeVar("R")

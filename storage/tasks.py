@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage.enqueue import NewJob
-from storage.errors import AwaError
-from storage.insert_plan import InsertPlan, kind_of
-from storage.job import Job
-from storage.models import JobRow
-from storage.names import check_stored_name
+from storage.insert.enqueue import NewJob
+from storage.insert.plan import InsertPlan, kind_of
+from storage.runtime.job import Job
+from storage.values.errors import AwaError
+from storage.values.models import JobRow
+from storage.values.names import check_stored_name
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -82,7 +82,7 @@ class Tasks:
         return sorted({spec.queue for spec in self._specs.values()})
 
     def output_model(self, kind: str) -> type | None:
-        """The output model registered for ``kind``; see ``storage.typed_output``."""
+        """The output model registered for ``kind``; see ``storage.ops.declared_output``."""
         spec = self._specs.get(kind)
         return spec.output_type if spec is not None else None
 
@@ -115,5 +115,5 @@ class Tasks:
         return InsertPlan(self._specs, options).job(args)
 
     def plan(self, options: dict[str, Any]) -> InsertPlan:
-        """The checked options of one insert call (``storage.insert_plan``)."""
+        """The checked options of one insert call (``storage.insert.plan``)."""
         return InsertPlan(self._specs, options)

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from storage import claim, executor
-from storage.attempt import AttemptRef, CompactCompletion, Ended, Outcome
 from storage.client import Client
-from storage.job import Job
-from storage.models import JobRow
-from storage.output import OutputSlot
+from storage.finalize.types import AttemptRef, CompactCompletion, Ended, Outcome
+from storage.runtime import claim, executor
+from storage.runtime.job import Job
+from storage.values.models import JobRow
+from storage.values.output import OutputSlot
 
 
 @dataclass(frozen=True)

@@ -10,18 +10,18 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from storage import heap
-from storage.attempt import AttemptKey, AttemptRef
-from storage.db import translate_errors
-from storage.errors import AwaError, DatabaseError, ReadOnlyError, StartFailed
-from storage.health import STOPPED, Health
-from storage.maintenance import MaintenanceSettings
-from storage.names import check_stored_name
-from storage.runtime import Runtime, queue_limits
+from storage.db.pool import translate_errors
+from storage.finalize.types import AttemptKey, AttemptRef
+from storage.ops.maintenance import MaintenanceSettings
+from storage.runtime import heap
+from storage.runtime.host import WorkerHost
+from storage.runtime.loop import Runtime, queue_limits
+from storage.runtime.sizing import Sizing
+from storage.runtime.supervise import describe, is_transient
 from storage.session import Session
-from storage.sizing import Sizing
-from storage.supervise import describe, is_transient
-from storage.worker_host import WorkerHost
+from storage.values.errors import AwaError, DatabaseError, ReadOnlyError, StartFailed
+from storage.values.health import STOPPED, Health
+from storage.values.names import check_stored_name
 
 log = logging.getLogger("storage")
 
@@ -56,9 +56,9 @@ class Worker:
         again. ``give_up_after``: seconds a background loop may keep failing on connection
         errors before the runtime fails (default: retry for as long as it takes).
         ``concurrency`` and ``claim_size`` are hard caps; left out, the runtime sizes itself
-        (``storage.sizing``: up to 1,024 jobs held, claims of up to 512).
+        (``storage.runtime.sizing``: up to 1,024 jobs held, claims of up to 512).
         ``gc_freeze``: the first start in a process freezes the heap it finds
-        (``storage.heap``, docs/runtime.md); ``False`` leaves the garbage collector alone.
+        (``storage.runtime.heap``, docs/runtime.md); ``False`` leaves the garbage collector alone.
         """
         if self.runtime is not None:
             if (reason := self.runtime.failed) is not None:

@@ -18,8 +18,8 @@ import pytest
 
 from awa_tui.embedded import EmbeddedPostgres
 from storage import Client
-from storage.db import connect_once
-from storage.migrator import install_schema, migrate
+from storage.db.migrator import install_schema, migrate
+from storage.db.pool import connect_once
 
 if not os.environ.get("XDG_RUNTIME_DIR"):
     # pgserver keeps its lock file here; set before pgserver is imported, removed at exit

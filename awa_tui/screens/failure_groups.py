@@ -1,7 +1,7 @@
 """Failure groups: what is failing most, and since when.
 
 Failed, retryable and dead-lettered jobs grouped by kind and error signature (the error with
-its numbers, ids and quoted values normalised; see ``storage.failure_groups``). Enter opens
+its numbers, ids and quoted values normalised; see ``storage.read.failure_groups``). Enter opens
 the job browser on the group's kind and the signature's longest literal text. ``R`` retries
 the group (its failed and dead-lettered jobs), ``C`` cancels it (its retryable jobs, which
 would otherwise run again); both list the members first and confirm with their count, then go

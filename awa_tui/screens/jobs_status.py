@@ -50,7 +50,7 @@ class BrowserStatus:
 
 
 def counts_note(query: JobQuery) -> list[str]:
-    """What the tab counts follow: the time range (``storage.counting`` bounds it by index),
+    """What the tab counts follow: the time range (``storage.read.counting`` bounds it by index),
     never kind, queue, id or text (counting those would read every matching row)."""
     if query.narrowing:
         follows = " (they follow the time range)" if query.since or query.before else ""

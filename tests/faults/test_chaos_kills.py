@@ -11,9 +11,9 @@ import asyncpg
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
-from storage.db import connect_once
-from storage.health import HealthState
-from storage.maintenance import MaintenanceSettings
+from storage.db.pool import connect_once
+from storage.ops.maintenance import MaintenanceSettings
+from storage.values.health import HealthState
 
 TOTAL = 3000
 KILLS = 10

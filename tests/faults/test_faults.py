@@ -18,13 +18,13 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
-from storage.attempt import CompactCompletion, Outcome
-from storage.batcher import CompletionBatcher
-from storage.claim import claim_batch
-from storage.compact_writes import complete_compact
-from storage.db import connect_once
-from storage.maintenance import MaintenanceSettings
-from storage.migrator import install_schema, migrate
+from storage.db.migrator import install_schema, migrate
+from storage.db.pool import connect_once
+from storage.finalize.compact_writes import complete_compact
+from storage.finalize.types import CompactCompletion, Outcome
+from storage.ops.maintenance import MaintenanceSettings
+from storage.runtime.batcher import CompletionBatcher
+from storage.runtime.claim import claim_batch
 
 
 class Work(BaseModel):

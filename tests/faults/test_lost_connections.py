@@ -20,7 +20,7 @@ import orjson
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState, TerminalError
-from storage.db import connect_once
+from storage.db.pool import connect_once
 
 
 class Work(BaseModel):

@@ -21,8 +21,8 @@ from pathlib import Path
 import asyncpg
 
 from storage import Client
-from storage.db import connect_once
-from storage.sql_shared import MAINTENANCE_LEADER_LOCK_CLASS
+from storage.db.pool import connect_once
+from storage.db.sql import MAINTENANCE_LEADER_LOCK_CLASS
 from tests.workers_tasks import Count, Dawdle, tasks
 
 ROOT = Path(__file__).resolve().parents[2]

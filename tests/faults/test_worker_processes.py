@@ -21,7 +21,7 @@ import asyncpg
 
 from awa_tui.errors import EXIT_OK, EXIT_WORKER_DIED
 from storage import Client
-from storage.db import connect_once
+from storage.db.pool import connect_once
 from tests.faults.test_many_workers import LEADER, ROOT, TARGET, _runs_table, _until
 from tests.workers_tasks import Count, Dawdle, tasks
 

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from storage import Client, JobState, SortOrder
-from tests.storage.test_browse_time_sort import BASE, ORDERS, TABS, _history
+from tests.storage.read.test_browse_time_sort import BASE, ORDERS, TABS, _history
 
 
 def _tab_params(state: JobState | None, dlq: bool) -> dict[str, str]:

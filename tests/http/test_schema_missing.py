@@ -12,8 +12,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from awa_tui.http.app import create_app
 from storage import Client, JobState
-from storage.db import connect_once
-from storage.metrics import OutputMetrics
+from storage.db.metrics import OutputMetrics
+from storage.db.pool import connect_once
 from tests.http.conftest import AUTH, TOKEN, asgi_client, park
 from tests.storage.metric_points import counter_points
 from tests.storage.migration_db import database_at

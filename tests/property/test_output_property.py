@@ -19,9 +19,9 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from storage import codec
-from storage.errors import OutputError
-from storage.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.values import codec
+from storage.values.errors import OutputError
+from storage.values.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -43,7 +43,7 @@ class Point(BaseModel):
 
 
 def oracle(value: object) -> object:
-    """The documented conversion, written independently of storage.codec."""
+    """The documented conversion, written independently of storage.values.codec."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import Client, Job, OutputError
-from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion
-from storage.attempt_writes import complete_general
-from storage.claim import claim_batch
-from storage.compact_writes import complete_compact
+from storage.finalize.attempt_writes import complete_general
+from storage.finalize.compact_writes import complete_compact
+from storage.finalize.types import AttemptRecord, AttemptRef, CompactCompletion
+from storage.runtime.claim import claim_batch
 from storage.testing import HandlerJob
 
 scalars = (
@@ -120,7 +120,7 @@ async def test_any_value_fails_set_output_or_reads_back_equal_on_both_paths(
 @given(value=values)
 def test_handler_job_and_runtime_slot_agree(value: Any) -> None:
     """The stand-in validates through the same converter as the runtime's slot."""
-    from storage.output import OutputSlot
+    from storage.values.output import OutputSlot
 
     stand_in, slot = HandlerJob({}), OutputSlot()
     outcomes: list[tuple[str, str | None]] = []

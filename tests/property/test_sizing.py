@@ -1,4 +1,4 @@
-"""The runtime's sizing rule (``storage.sizing``) as pure decisions.
+"""The runtime's sizing rule (``storage.runtime.sizing``) as pure decisions.
 
 A claim never asks for more than the free slots or the claim cap; the limit never leaves
 ``[floor, ceiling]``; it doubles after a full claim while the loop is prompt, halves when the
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import ConfigError
-from storage.sizing import (
+from storage.runtime.sizing import (
     AUTO_CEILING,
     AUTO_CLAIM,
     FLOOR,

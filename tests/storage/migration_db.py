@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from storage.db import connect_once
-from storage.migrator import migrate
+from storage.db.migrator import migrate
+from storage.db.pool import connect_once
 
 LOCKS_ON_SCHEMA = """
 SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from storage.db import connect_once
+from storage.db.pool import connect_once
 
 
 @asynccontextmanager

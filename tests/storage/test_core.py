@@ -9,10 +9,10 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
-from storage.attempt import AttemptRecord, AttemptRef, CompactCompletion, Outcome
-from storage.attempt_writes import complete_general
-from storage.claim import claim_batch
-from storage.compact_writes import complete_compact
+from storage.finalize.attempt_writes import complete_general
+from storage.finalize.compact_writes import complete_compact
+from storage.finalize.types import AttemptRecord, AttemptRef, CompactCompletion, Outcome
+from storage.runtime.claim import claim_batch
 from storage.testing import work_one
 
 

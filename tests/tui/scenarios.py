@@ -30,7 +30,7 @@ from awa_tui.demo import (
     Thumbnail,
 )
 from storage import Client, Job, TerminalError, WaitForCallback
-from storage.db import connect_once
+from storage.db.pool import connect_once
 from storage.testing import work_one
 
 FIXED_NOW = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)

@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from awa_tui.embedded import EmbeddedPostgres, exit_on_signals, process_alive, signal_exit_code
-from storage.db import connect_once
+from storage.db.pool import connect_once
 
 
 async def test_stop_ends_the_server_and_removes_its_directory() -> None:

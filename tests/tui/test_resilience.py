@@ -11,7 +11,7 @@ from awa_tui.errors import EXIT_INTERNAL
 from awa_tui.screens.jobs import JobsScreen
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_table import JobTable
-from storage.db import connect_once
+from storage.db.pool import connect_once
 from tests.tui.conftest import settle
 from tests.tui.scenarios import SIZE, Incident, build_app
 

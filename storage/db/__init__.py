@@ -1,0 +1,3 @@
+"""Plumbing: the pool and driver-error translation, the SQL more than one module runs, the
+migrator, the output-column probe and metrics.
+"""

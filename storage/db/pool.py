@@ -1,0 +1,205 @@
+"""Connections: DSN checks, the pool and its codecs, and the one place driver errors are
+translated."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Self, TypeAlias
+
+import asyncpg
+import orjson
+from asyncpg.pool import PoolConnectionProxy
+
+from storage.values.errors import (
+    AwaError,
+    ConfigError,
+    ConnectionFailed,
+    DatabaseError,
+    OperationTimeout,
+    PermissionDenied,
+    ReadOnlyError,
+    SchemaNotMigrated,
+)
+from storage.values.names import check_schema_name
+from storage.values.redact import redact_dsn, redact_secrets
+
+# A plain connection or one borrowed from a pool: engine functions accept either.
+Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
+
+
+def _encode_jsonb(value: Any) -> bytes:
+    # bytes are JSON text already serialized by storage.values.codec: sent as is, not re-encoded.
+    if isinstance(value, bytes):
+        return b"\x01" + value
+    return b"\x01" + orjson.dumps(value)
+
+
+def _decode_jsonb(data: bytes) -> Any:
+    return orjson.loads(data[1:])
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    # json keeps asyncpg's own codec: str both ways, so a stored output reads back byte for
+    # byte, and in C (a Python identity codec cost 2 µs per element of a flush's json[]).
+    await conn.set_type_codec(
+        "jsonb", schema="pg_catalog", encoder=_encode_jsonb, decoder=_decode_jsonb, format="binary"
+    )
+
+
+async def create_pool(
+    dsn: str | None,
+    schema: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    read_only: bool = False,
+    command_timeout: float | None = 60,
+) -> asyncpg.Pool:
+    """A pool whose connections see ``schema`` first and speak orjson for json and jsonb."""
+    # Startup settings, not SET: the pool's RESET ALL on release returns to these.
+    settings = {"search_path": f"{check_schema_name(schema)}, public"}
+    if read_only:
+        settings["default_transaction_read_only"] = "on"
+    with translate_errors(dsn):
+        return await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            server_settings=settings,
+            command_timeout=command_timeout,
+        )
+
+
+@asynccontextmanager
+async def acquire(
+    pool: asyncpg.Pool, dsn: str | None, operation: str
+) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+    """A pooled connection for one public ``operation``, with every driver error translated:
+    while (re)connecting as a connection failure, afterwards as a failure of ``operation``."""
+    translator = translate_errors(dsn, operation, connecting=True)
+    with translator:
+        async with pool.acquire() as conn:
+            translator.connecting = False
+            yield conn
+
+
+class translate_errors:
+    """Turn driver and socket errors into AwaError subclasses with a message a person can act on.
+
+    ``operation`` names the public call for messages; without one, the block is connecting
+    (a timeout there means the server was not reached, a ValueError means a bad DSN).
+    """
+
+    def __init__(
+        self, dsn: str | None = None, operation: str | None = None, *, connecting: bool = False
+    ) -> None:
+        self.dsn = dsn
+        self.operation = operation or "connect"
+        self.connecting = connecting or operation is None
+
+    def __enter__(self) -> Self:
+        return self
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        if exc is None or isinstance(exc, AwaError) or not isinstance(exc, Exception):
+            return
+        translated = self.translate(exc)
+        if translated is not None:
+            # Driver messages can echo the DSN: no password leaves this boundary.
+            translated.message = redact_secrets(translated.message, self.dsn)
+            translated.args = (translated.message,)
+            raise translated from exc
+
+    def translate(self, exc: Exception) -> AwaError | None:
+        """The engine error for ``exc``, or None to let it through (a bug, not the database)."""
+        where = redact_dsn(self.dsn)
+        op = self.operation
+        if isinstance(exc, asyncpg.ReadOnlySQLTransactionError):
+            return ReadOnlyError()
+        if isinstance(exc, asyncpg.UndefinedTableError | asyncpg.InvalidSchemaNameError):
+            return SchemaNotMigrated()
+        if isinstance(
+            exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError
+        ):
+            return ConnectionFailed(f"The server at {where} refused the login: {exc}")
+        if isinstance(exc, asyncpg.InvalidCatalogNameError):
+            return ConnectionFailed(f"The database named in {where} does not exist.")
+        if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+            # The server's message names the object ("permission denied for schema awa").
+            return PermissionDenied(
+                f"{op} was refused: {exc}. Run it as a role with that privilege "
+                "(for migrate: the database owner, or a role with CREATE on the database)."
+            )
+        if self.connecting and (
+            isinstance(exc, asyncpg.ClientConfigurationError | ValueError | OverflowError)
+            and not isinstance(exc, asyncpg.PostgresError)
+        ):
+            # A DSN asyncpg cannot use (not a postgresql:// URL, a port out of range, ...).
+            return ConfigError(f"The connection string is not valid: {exc}")
+        if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
+            # asyncpg could not encode an argument; its message quotes the value.
+            return DatabaseError(f"{op} was given a value that cannot be sent to PostgreSQL.")
+        if self.connecting:
+            if isinstance(exc, TimeoutError):
+                return ConnectionFailed(
+                    f"Could not reach PostgreSQL at {where}: no answer in time."
+                )
+        elif timeout := _timeout_message(exc, op):
+            return OperationTimeout(op, timeout)
+        if isinstance(exc, OSError | socket.gaierror | asyncpg.CannotConnectNowError):
+            reason = str(exc) or type(exc).__name__
+            return ConnectionFailed(f"Could not reach PostgreSQL at {where}: {reason}")
+        if isinstance(
+            exc,
+            asyncpg.ConnectionDoesNotExistError
+            | asyncpg.InterfaceError
+            | asyncpg.PostgresConnectionError
+            | asyncpg.OperatorInterventionError,
+        ):
+            return ConnectionFailed(f"The connection to PostgreSQL was lost during {op}: {exc}")
+        if isinstance(exc, asyncpg.PostgresError):
+            # Server messages can quote values (job args, outputs): the class and code only.
+            return DatabaseError(
+                f"{op} failed in PostgreSQL: {type(exc).__name__} (SQLSTATE {exc.sqlstate})."
+            )
+        return None
+
+
+def _timeout_message(exc: Exception, operation: str) -> str | None:
+    if isinstance(exc, TimeoutError):
+        return (
+            f"{operation} timed out: PostgreSQL did not answer within the client's "
+            "command_timeout, so the statement was cancelled."
+        )
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        return f"{operation} timed out waiting for a lock (lock_timeout) and was cancelled."
+    if isinstance(exc, asyncpg.QueryCanceledError):
+        return (
+            f"{operation} was cancelled by the server (statement_timeout, or an administrator "
+            "cancelled it)."
+        )
+    return None
+
+
+@asynccontextmanager
+async def connect_once(dsn: str | None) -> AsyncIterator[asyncpg.Connection]:
+    """A single plain connection (migrations, probes) with errors translated."""
+    with translate_errors(dsn):
+        conn = await asyncpg.connect(dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()

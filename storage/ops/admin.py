@@ -1,0 +1,269 @@
+"""Operator actions: cancel, retry, delete, and the dead-letter queue.
+
+Each action checks the job's state and refuses with ``InvalidJobState`` (naming the state)
+when it does not apply; each write is guarded so that a job that moved on in between is
+refused rather than overwritten. Admin actions never publish an attempt's output.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from storage.db.pool import Conn
+from storage.db.sql import NOTIFY_CALLBACK, NOTIFY_CANCEL
+from storage.finalize import attempt_writes
+from storage.finalize.types import AttemptRef
+from storage.insert import unique
+from storage.read import one_job
+from storage.values.errors import InvalidJobState, JobNotFound
+from storage.values.models import JobRow, JobState
+from storage.values.payload import append_error, error_entry
+
+# A cancelled deferred job gets a ready row outside every lane (lane_seq NULL) for its done row
+# to join, and a ready tombstone: the row was never runnable, so once the done row is deleted
+# nothing may read it back as a job (it would otherwise look available).
+CANCEL_DEFERRED = """
+WITH gone AS (
+    DELETE FROM deferred_jobs WHERE job_id = $1 AND run_lease = $2 RETURNING *
+), ready AS (
+    INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
+                               max_attempts, lane_seq, run_at, attempted_at, created_at,
+                               unique_key, payload)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, kind, queue, args,
+           priority, attempt, run_lease, max_attempts, NULL, run_at, attempted_at, created_at,
+           unique_key, payload
+      FROM gone
+    RETURNING job_id, run_lease, attempt
+), tomb AS (
+    INSERT INTO ready_tombstones (slot, job_id, run_lease)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease
+      FROM ready
+)
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease,
+       'cancelled', attempt, now(), $3
+  FROM ready
+"""
+
+# An unclaimed ready row is cancelled under its lane lock, so a claim cannot take it meanwhile.
+# The lock is taken in its own statement: a statement that waits for a row lock keeps its older
+# snapshot for everything but the locked row, so CANCEL_AVAILABLE, run after the wait, is the
+# one that sees what the previous holder (a claim, another cancel) committed.
+LOCK_LANE_OF = """
+SELECT 1 FROM queue_lanes l JOIN ready_entries r ON r.queue = l.queue AND r.priority = l.priority
+ WHERE r.job_id = $1 AND r.run_lease = $2
+   FOR UPDATE OF l
+"""
+CANCEL_AVAILABLE = """
+WITH target AS (
+    SELECT r.* FROM ready_entries r
+      JOIN queue_lanes l ON l.queue = r.queue AND l.priority = r.priority
+     WHERE r.job_id = $1 AND r.run_lease = $2 AND r.lane_seq >= l.claim_seq
+       AND NOT EXISTS (SELECT 1 FROM ready_tombstones t WHERE t.job_id = $1 AND t.run_lease = $2)
+), tomb AS (
+    INSERT INTO ready_tombstones (slot, job_id, run_lease)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease
+      FROM target
+)
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_lease,
+       'cancelled', attempt, now(), $3
+  FROM target
+"""
+
+
+# Retry a failed or cancelled job: same id, attempt 0, errors kept, a new run lease through
+# its lane.
+RETRY_DONE = """
+WITH gone AS (
+    DELETE FROM done_entries
+     WHERE job_id = $1 AND run_lease = $2 AND state IN ('failed', 'cancelled')
+    RETURNING job_id, run_lease, payload
+), src AS (
+    SELECT r.*, COALESCE(g.payload, r.payload) AS carried
+      FROM ready_entries r JOIN gone g USING (job_id, run_lease)
+)
+%(requeue)s
+"""
+
+RETRY_DLQ = """
+WITH gone AS (
+    DELETE FROM dlq_entries WHERE job_id = $1 RETURNING *
+), src AS (
+    SELECT job_id, kind, queue, args, priority, original_run_lease AS run_lease, max_attempts,
+           created_at, unique_key, payload AS carried
+      FROM gone
+)
+%(requeue)s
+"""
+
+REQUEUE = """
+, lane AS (
+    INSERT INTO queue_lanes AS l (queue, priority, next_seq)
+    SELECT queue, priority, 1 FROM src
+    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + 1
+    RETURNING l.next_seq - 1 AS seq
+)
+INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
+                           max_attempts, lane_seq, run_at, created_at, unique_key, payload)
+SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, kind, queue, args,
+       priority, 0, run_lease + 1, max_attempts, lane.seq, now(), created_at, unique_key,
+       carried - 'progress'
+  FROM src, lane
+"""
+
+DELETE_GENERAL = """
+DELETE FROM done_entries WHERE job_id = $1 AND run_lease = $2 AND state = $3
+"""
+TOMBSTONE_COMPACT = """
+INSERT INTO receipt_completion_tombstones (slot, job_id, run_lease)
+VALUES ((SELECT current_slot FROM ring_state WHERE ring = 'queue'), $1, $2)
+"""
+PURGE_DLQ = "DELETE FROM dlq_entries WHERE job_id = $1"
+CLAIM_OF = """
+SELECT cb.claim_id FROM claim_batches cb JOIN ready_entries r
+    ON r.queue = cb.queue AND r.priority = cb.priority
+   AND cb.lane_lo <= r.lane_seq AND cb.lane_hi >= r.lane_seq
+ WHERE r.job_id = $1 AND r.run_lease = $2 AND cb.job_ids @> ARRAY[$1::bigint]
+"""
+READ_ONLY = "SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
+
+RETRYABLE = (JobState.FAILED, JobState.CANCELLED)
+CANCELLABLE = "available, scheduled, retryable, running or waiting_external"
+
+
+async def _current(conn: Conn, job_id: int, outputs: bool) -> JobRow:
+    row = await one_job.get_job(conn, job_id, outputs=outputs)
+    if row is None:
+        raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
+    return row
+
+
+def _refuse(row: JobRow, action: str, allowed: str) -> InvalidJobState:
+    state = "dead-lettered" if row.dlq is not None else row.state.value
+    return InvalidJobState(row.id, state, action, allowed)
+
+
+def _cancel_payload(row: JobRow) -> dict[str, object]:
+    payload: dict[str, object] = {}
+    if row.metadata:
+        payload["metadata"] = row.metadata
+    if row.tags:
+        payload["tags"] = row.tags
+    if row.errors:
+        payload["errors"] = row.errors
+    entry = error_entry("cancelled by operator", row.attempt, datetime.now(UTC), terminal=True)
+    return append_error(payload, entry)
+
+
+# A job can move on between the state read and the write (claimed, promoted, completed): the
+# write then matches nothing and the cancel is decided again against the new state. Each pass is
+# its own transaction, so no pass holds a lane lock while it waits for an attempt's lock.
+CANCEL_PASSES = 4
+
+
+async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
+    """Cancel a job that has not ended. A running handler is told and its completion goes stale."""
+    seen: tuple[JobState, int] | None = None
+    for _ in range(CANCEL_PASSES):
+        async with conn.transaction():
+            row = await _current(conn, job_id, outputs)
+            if row.dlq is not None or (row.state, row.run_lease) == seen:
+                raise _refuse(row, "cancelled", CANCELLABLE)
+            seen = (row.state, row.run_lease)
+            if await _cancel_pass(conn, row):
+                if row.unique_key is not None:
+                    await unique.release(conn, job_id, JobState.CANCELLED)
+                return
+    raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
+
+
+async def _cancel_pass(conn: Conn, row: JobRow) -> bool:
+    """One attempt to cancel ``row`` in the state it was read in; False when it moved on."""
+    payload = _cancel_payload(row)
+    match row.state:
+        case JobState.SCHEDULED | JobState.RETRYABLE:
+            status = await conn.execute(CANCEL_DEFERRED, row.id, row.run_lease, payload)
+        case JobState.AVAILABLE:
+            await conn.execute(LOCK_LANE_OF, row.id, row.run_lease)
+            status = await conn.execute(CANCEL_AVAILABLE, row.id, row.run_lease, payload)
+        case JobState.RUNNING | JobState.WAITING_EXTERNAL:
+            status = await _cancel_open(conn, row, payload)
+        case _:
+            raise _refuse(row, "cancelled", CANCELLABLE)
+    return not status.endswith(" 0")
+
+
+async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> str:
+    claim_id = await conn.fetchval(CLAIM_OF, row.id, row.run_lease)
+    if claim_id is None:
+        return "INSERT 0 0"
+    ref = AttemptRef(row.id, row.run_lease, claim_id)
+    await attempt_writes.lock_attempt(conn, ref)
+    if await attempt_writes.close_if_open(conn, ref, "cancelled_admin") is None:
+        return "INSERT 0 0"
+    await attempt_writes.write_done(
+        conn, ref, state=JobState.CANCELLED, attempt=row.attempt, payload=payload
+    )
+    await conn.execute(NOTIFY_CANCEL, f"{row.id}:{row.run_lease}")
+    if row.callback is not None:
+        await conn.execute(NOTIFY_CALLBACK, row.callback.callback_id)
+    return "INSERT 0 1"
+
+
+async def retry(conn: Conn, job_id: int, *, outputs: bool) -> None:
+    """Run a failed or cancelled job again: same id, attempt 0, errors kept."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.unique_key is not None and (row.dlq is not None or row.state in RETRYABLE):
+            await unique.reacquire(conn, job_id)  # keys before lanes, as inserts take them
+        if row.dlq is not None:
+            status = await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
+        elif row.state in RETRYABLE:
+            status = await conn.execute(RETRY_DONE % {"requeue": REQUEUE}, job_id, row.run_lease)
+        else:
+            raise _refuse(row, "retried", "failed, cancelled or dead-lettered")
+        if status.endswith(" 0"):
+            raise _refuse(await _current(conn, job_id, outputs), "retried", "failed or cancelled")
+
+
+async def retry_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
+    """Move a dead-lettered job back to its queue (same id, attempt 0, errors kept)."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is None:
+            raise _refuse(row, "retried from the DLQ", "dead-lettered")
+        if row.unique_key is not None:
+            await unique.reacquire(conn, job_id)
+        await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
+
+
+async def delete(conn: Conn, job_id: int, *, outputs: bool) -> None:
+    """Delete a terminal job. A compact completion gets a tombstone; its bytes stay until prune."""
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is not None:
+            await conn.execute(PURGE_DLQ, job_id)
+        elif row.state is JobState.COMPLETED and row.storage_path == "compact":
+            await conn.execute(TOMBSTONE_COMPACT, job_id, row.run_lease)
+        elif row.state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
+            await conn.execute(DELETE_GENERAL, job_id, row.run_lease, row.state.value)
+        else:
+            raise _refuse(row, "deleted", "completed, failed or cancelled")
+        if row.unique_key is not None:
+            await unique.forget(conn, [job_id])
+
+
+async def purge_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
+    async with conn.transaction():
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is None:
+            raise _refuse(row, "purged from the DLQ", "dead-lettered")
+        await conn.execute(PURGE_DLQ, job_id)
+        if row.unique_key is not None:
+            await unique.forget(conn, [job_id])
+
+
+async def database_read_only(conn: Conn) -> bool:
+    """True when this session cannot write: read-only mode, or a replica."""
+    return bool(await conn.fetchval(READ_ONLY))

@@ -1,0 +1,68 @@
+"""A job's attempts as a timeline, from what storage already keeps (no extra writes).
+
+Each readiness of a job is one ready row (``run_lease``). Its attempt, if it was claimed, is
+found in the claim batch whose lane range holds the row's lane sequence (index-bounded, as in
+``storage.read.one_job``); how it ended comes from its closure row (the specific outcome: rescued,
+callback_timeout, completed_external, ...), its compact completion batch, or its done row.
+A running attempt's last heartbeat, progress and callback are in ``attempt_state``. Only the
+latest heartbeat is kept, and history older than the rings' retention is gone (its claim
+batches pruned): such an attempt shows as ready with no claim.
+"""
+
+from __future__ import annotations
+
+from storage.db.pool import Conn
+from storage.values.models import AttemptSpan
+
+TIMELINE = """
+SELECT r.run_lease, r.run_at AS ready_at, cb.claimed_at, cb.deadline_at,
+       cb.attempts[array_position(cb.job_ids, r.job_id)] AS attempt,
+       c.outcome AS closure, c.closed_at, b.finalized_at AS compact_at,
+       d.state AS done_state, d.finalized_at AS done_at,
+       s.state AS attempt_state, s.heartbeat_at, s.progress, s.callback_id,
+       s.callback_timeout_at
+  FROM ready_entries r
+  LEFT JOIN LATERAL (
+        SELECT cb.claim_id, cb.claimed_at, cb.deadline_at, cb.job_ids, cb.attempts
+          FROM claim_batches cb
+         WHERE cb.queue = r.queue AND cb.priority = r.priority
+           AND cb.lane_hi >= r.lane_seq AND cb.lane_lo <= r.lane_seq
+           AND cb.job_ids @> ARRAY[r.job_id]
+         ORDER BY cb.lane_hi LIMIT 1) cb ON true
+  LEFT JOIN LATERAL (
+        SELECT c.outcome, c.closed_at FROM attempt_closures c
+         WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease LIMIT 1) c ON true
+  LEFT JOIN LATERAL (
+        SELECT b.finalized_at FROM receipt_completion_batches b
+         WHERE b.claim_id = cb.claim_id AND b.job_ids @> ARRAY[r.job_id] LIMIT 1) b ON true
+  LEFT JOIN LATERAL (
+        SELECT d.state, d.finalized_at FROM done_entries d
+         WHERE d.job_id = r.job_id AND d.run_lease = r.run_lease LIMIT 1) d ON true
+  LEFT JOIN attempt_state s ON s.job_id = r.job_id AND s.run_lease = r.run_lease
+ WHERE r.job_id = $1
+ ORDER BY r.run_lease
+"""
+
+
+async def attempt_timeline(conn: Conn, job_id: int) -> list[AttemptSpan]:
+    """Every readiness of the job, oldest first, with its attempt if one was claimed."""
+    spans = []
+    for r in await conn.fetch(TIMELINE, job_id):
+        outcome = r["closure"] or ("completed" if r["compact_at"] else r["done_state"])
+        spans.append(
+            AttemptSpan(
+                run_lease=r["run_lease"],
+                attempt=r["attempt"],
+                ready_at=r["ready_at"],
+                claimed_at=r["claimed_at"],
+                deadline_at=r["deadline_at"],
+                heartbeat_at=r["heartbeat_at"],
+                progress=r["progress"],
+                callback_id=r["callback_id"],
+                callback_timeout_at=r["callback_timeout_at"],
+                waiting=r["attempt_state"] == "waiting_external",
+                ended_at=r["closed_at"] or r["compact_at"] or r["done_at"],
+                outcome=outcome,
+            )
+        )
+    return spans

@@ -1,0 +1,165 @@
+"""Claim: lock the first lane with work in a queue that is not paused (priority, then queue),
+then read up to N live ready rows from its cursor in lane order (tombstoned ones are passed
+over), write one ``claim_batches`` row and advance the cursor. A plain running job has no
+mutable per-job row.
+
+The lock and the claim are two statements of one transaction, so the claim is decided against
+the lane as it is under the lock. In READ COMMITTED a statement keeps the snapshot it took
+before it waited for a row lock and re-checks only the locked row: a one-statement claim that
+waited behind a cancel did not see the cancel's tombstone (the cancelled job ran and completed
+too), and one that waited behind an enqueue saw the enqueue's cursor but not its rows (the
+cursor passed them and they were never claimed). The second statement's snapshot is taken
+after the lock is held, so it sees everything every earlier lock holder committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from storage.db.pool import Conn
+
+# The claim's transaction, begun with a generic plan for its statements in the one round trip
+# BEGIN takes anyway. Under the default plan_cache_mode the server planned LOCK_LANE afresh on
+# every claim (12 custom plans of 12 in pg_prepared_statements: its generic plan's guess of
+# the queue array's length never beat a plan made with the values) and CLAIM_BATCH for its
+# first five. Transaction-local, as the flush's (``LOCK_CLAIM_BATCHES_FOR_FLUSH``); it has to
+# be set before LOCK_LANE is planned, so it cannot ride in LOCK_LANE as the flush's does.
+BEGIN_GENERIC = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"
+
+# The wait for the lane, in its own statement: whoever held the lane before has committed when
+# this returns. A paused queue's lanes are passed over (``storage.read.queues``): one primary-key
+# probe of queue_settings per candidate lane. The flag is read through to_jsonb so that a
+# runtime of this release keeps claiming on a schema that v004 has not reached yet (no
+# ``paused`` column: the key is absent, nothing counts as paused), as it does for outputs.
+# It also returns now(): the transaction's start, so exactly the claim batch's claimed_at.
+LOCK_LANE = """
+SELECT queue, priority, now() AS claimed_at FROM queue_lanes l
+ WHERE queue = ANY($1::text[]) AND claim_seq < next_seq
+   AND NOT EXISTS (SELECT 1 FROM queue_settings qs
+                    WHERE qs.queue = l.queue AND (to_jsonb(qs) ->> 'paused')::boolean)
+ ORDER BY priority, queue
+ LIMIT 1
+   FOR UPDATE
+"""
+
+# Run with the lane ($1, $2) locked by LOCK_LANE in the same transaction.
+CLAIM_BATCH = """
+WITH lane AS (
+    SELECT queue, priority, claim_seq FROM queue_lanes
+     WHERE queue = $1 AND priority = $2 AND claim_seq < next_seq
+), scanned AS (
+    SELECT r.*
+      FROM lane
+      JOIN ready_entries r
+        ON r.queue = lane.queue AND r.priority = lane.priority AND r.lane_seq >= lane.claim_seq
+       -- Lane sequences are dense, so the next N rows lie in this window (plus room for up to
+       -- 64 cancelled ones). Bounding it keeps the scan short whatever the planner guesses
+       -- about the lane's backlog (unbounded, it sorted the whole backlog: 160 ms at 20k jobs).
+       AND r.lane_seq < lane.claim_seq + $3 + 64
+     WHERE NOT EXISTS (SELECT 1 FROM ready_tombstones t
+                        WHERE t.job_id = r.job_id AND t.run_lease = r.run_lease)
+     ORDER BY r.lane_seq
+     LIMIT $3
+), advanced AS (
+    -- The lane row is locked, so every sequence below next_seq has committed: with no live
+    -- row in the window, the cursor moves past the cancelled ones to the window's end.
+    UPDATE queue_lanes l
+       SET claim_seq = COALESCE((SELECT max(lane_seq) + 1 FROM scanned),
+                                LEAST(l.next_seq, lane.claim_seq + $3 + 64))
+      FROM lane
+     WHERE l.queue = lane.queue AND l.priority = lane.priority
+    RETURNING 1
+), batch AS (
+    INSERT INTO claim_batches (slot, claim_id, queue, priority, lane_lo, lane_hi, job_ids,
+                               run_leases, lane_seqs, attempts, claimed_at, deadline_at)
+    SELECT (SELECT current_slot FROM ring_state WHERE ring = 'claim'), nextval('claim_id_seq'),
+           lane.queue, lane.priority, lane.claim_seq, (SELECT max(lane_seq) FROM scanned),
+           array_agg(s.job_id ORDER BY s.lane_seq), array_agg(s.run_lease ORDER BY s.lane_seq),
+           array_agg(s.lane_seq ORDER BY s.lane_seq), array_agg(s.attempt + 1 ORDER BY s.lane_seq),
+           now(), now() + make_interval(secs => $4)
+      FROM scanned s, lane
+     GROUP BY lane.queue, lane.priority, lane.claim_seq
+    RETURNING claim_id
+)
+SELECT s.job_id, s.kind, s.args, s.attempt + 1 AS attempt, s.run_lease, s.max_attempts,
+       s.lane_seq, s.payload, s.unique_key, b.claim_id
+  FROM scanned s, batch b
+ ORDER BY s.lane_seq
+"""
+
+# The ready row's times, for the rare reader that needs them (a completion spec's row): the
+# claim leaves them out, since asyncpg builds every timestamp in Python (~6k instructions).
+READY_TIMES = "SELECT run_at, created_at FROM ready_entries WHERE job_id = $1 AND run_lease = $2"
+
+
+class ClaimedJob(NamedTuple):
+    """One attempt as claimed: ``(job_id, run_lease)`` guards every transition it makes.
+
+    A tuple made in C from the claim's row plus its lane and time, shared by the batch (a
+    frozen dataclass cost a Python ``__init__`` and a ``setattr`` per field, per job). The
+    row's own timestamps are not fetched: four ``datetime`` objects cost more than the rest
+    of the row; ``claimed_at`` is the batch's.
+    """
+
+    job_id: int
+    kind: str
+    args: Any
+    attempt: int
+    run_lease: int
+    max_attempts: int
+    lane_seq: int
+    payload: dict[str, Any] | None
+    unique_key: str | None  # a keyed job completes on the general path
+    claim_id: int
+    queue: str
+    priority: int
+    claimed_at: datetime
+
+
+async def claim_batch(
+    conn: Conn,
+    queues: list[str],
+    limit: int,
+    deadline_seconds: float,
+    queue_room: Mapping[str, int] | None = None,
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work, and no
+    more than ``queue_room`` allows for that lane's queue."""
+    async with _generic_transaction(conn):
+        lane = await conn.fetchrow(LOCK_LANE, queues)
+        if lane is None:
+            return []
+        queue, priority, claimed_at = lane
+        if queue_room is not None:
+            limit = min(limit, queue_room.get(queue, limit))
+        rows = await conn.fetch(CLAIM_BATCH, queue, priority, limit, deadline_seconds)
+    # The columns come in ClaimedJob's field order, the batch's values last.
+    new = tuple.__new__
+    return [new(ClaimedJob, (*r, queue, priority, claimed_at)) for r in rows]
+
+
+@asynccontextmanager
+async def _generic_transaction(conn: Conn) -> AsyncIterator[None]:
+    """A transaction as ``conn.transaction()`` runs one, begun by ``BEGIN_GENERIC``; inside a
+    caller's transaction, a savepoint as ``conn.transaction()`` nests (plans left as they are)."""
+    if conn.is_in_transaction():
+        async with conn.transaction():
+            yield
+        return
+    await conn.execute(BEGIN_GENERIC)
+    try:
+        yield
+    except BaseException:
+        if not conn.is_closed():
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
+
+
+async def ready_times(conn: Conn, job_id: int, run_lease: int) -> tuple[datetime, datetime] | None:
+    """The ready row's ``run_at`` and ``created_at``; None when the row is gone."""
+    row = await conn.fetchrow(READY_TIMES, job_id, run_lease)
+    return None if row is None else (row["run_at"], row["created_at"])
