@@ -13,7 +13,7 @@ import asyncpg
 from storage.callback_ops import CallbackOperations
 from storage.db.metrics import OutputMetrics
 from storage.db.migrator import LATEST_VERSION
-from storage.db.pool import acquire, create_pool
+from storage.db.pool import acquire, create_pool, snapshot
 from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
 from storage.insert.enqueue import NewJob
@@ -276,13 +276,13 @@ class Client:
     async def get_job(self, job_id: int) -> JobRow | None:
         """The job, carrying its kind's declared output type so ``output_as`` can check it."""
         async with self.session.connection("get_job") as conn:
-            row = await one_job.get_job(
-                conn, job_id, outputs=await self.session.probe.present(conn)
-            )
-            if row is None:
-                return None
-            row = await unique.with_key_states(conn, row)
-            declared = await declared_output(conn, row.kind, self._local_output_model)
+            outputs = await self.session.probe.present(conn)
+            async with snapshot(conn):  # the row, its key's states and its kind's declaration
+                row = await one_job.read_job(conn, job_id, outputs=outputs)
+                if row is None:
+                    return None
+                row = await unique.with_key_states(conn, row)
+                declared = await declared_output(conn, row.kind, self._local_output_model)
         return row.model_copy(update={"declared_output_type": declared.type_name})
 
     # -- events -------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from storage.insert import periodic
+from storage.db.pool import snapshot
+from storage.insert import enqueue, periodic
 from storage.insert.plan import kind_of
 from storage.ops import admin, maintenance
 from storage.ops.maintenance import MaintenanceSettings, PassReport
@@ -83,7 +84,7 @@ class Operations:
         order = SortOrder.parse(sort)
         async with self._session.connection("list_jobs") as conn:
             outputs = await self._session.probe.present(conn)
-            async with listing.snapshot(conn):
+            async with snapshot(conn):
                 return await listing.list_jobs(
                     conn,
                     where,
@@ -133,7 +134,7 @@ class Operations:
         ``StateCounts.capped`` and ``storage.read.counting``). By default the console's caps:
         ``count_cap`` for the live states, 1,000 for completed, failed and cancelled; an
         explicit ``cap`` applies to every state."""
-        async with self._session.connection("counts") as conn, listing.snapshot(conn):
+        async with self._session.connection("counts") as conn, snapshot(conn):
             if cap is None:
                 return await counting.counts(conn, cap=self.count_cap)
             return await counting.counts(conn, cap=cap, terminal_cap=cap, batches=cap)
@@ -189,12 +190,13 @@ class Operations:
             await queues.set_paused(conn, check_stored_name(queue, "Queue"), True)
 
     async def resume_queue(self, queue: str) -> None:
+        """Let runtimes claim from ``queue`` again; idle ones serving it are woken at once."""
         async with self._session.connection("resume_queue") as conn:
-            await queues.set_paused(conn, check_stored_name(queue, "Queue"), False)
+            await enqueue.resume_queue(conn, check_stored_name(queue, "Queue"))
 
     async def list_queues(self) -> list[QueueSummary]:
         """One summary per queue, read in one snapshot; bounded whatever the history."""
-        async with self._session.connection("list_queues") as conn, listing.snapshot(conn):
+        async with self._session.connection("list_queues") as conn, snapshot(conn):
             return await queues.list_queues(conn)
 
     async def failure_groups(
@@ -230,7 +232,7 @@ class Operations:
 
     async def attempt_timeline(self, job_id: int) -> list[AttemptSpan]:
         """The job's attempts, oldest first: claimed, heartbeat, callback, ended (one snapshot)."""
-        async with self._session.connection("attempt_timeline") as conn, listing.snapshot(conn):
+        async with self._session.connection("attempt_timeline") as conn, snapshot(conn):
             return await timeline.attempt_timeline(conn, job_id)
 
     # -- admin --------------------------------------------------------------------------------

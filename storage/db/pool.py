@@ -74,6 +74,23 @@ async def create_pool(
 
 
 @asynccontextmanager
+async def snapshot(conn: Conn) -> AsyncIterator[None]:
+    """One read-only REPEATABLE READ transaction: every statement inside sees one moment.
+
+    Every read of one job (``storage.read.one_job``, the timeline, a unique key's holder) and
+    every list page runs in one, so a job that changes state between two of its statements is
+    still read in exactly one state. Inside a caller's transaction it adds nothing (a nested
+    block cannot change the isolation level, and a savepoint takes no snapshot): the reads run
+    in that transaction, which the caller chose. The engine's own callers read outside one.
+    """
+    if conn.is_in_transaction():
+        yield
+        return
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        yield
+
+
+@asynccontextmanager
 async def acquire(
     pool: asyncpg.Pool, dsn: str | None, operation: str
 ) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:

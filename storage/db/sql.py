@@ -30,7 +30,31 @@ Advisory-lock keys. PostgreSQL keeps its two advisory key spaces apart (one ``bi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from storage.values.names import CHANNEL_PREFIXES
+
+
+def with_or_without(template: str, /, **parts: str | tuple[str, str]) -> Mapping[bool, str]:
+    """A statement with some columns (``[True]``) and without them (``[False]``), both spelled
+    once, at import: the output columns of migration v002 (``[outputs]``, wherever a schema
+    may not have them yet), or a keyed insert's ``unique_key``.
+
+    Each ``%(name)s`` in ``template`` is replaced by its part: a pair is (with the columns,
+    without them), a plain string is the same in both. Other ``%(...)s`` placeholders are left
+    for the caller to fill (a list page's filter and order, for instance).
+    """
+    spelled = {}
+    for present in (True, False):
+        text = template
+        for name, part in parts.items():
+            placeholder = f"%({name})s"
+            assert placeholder in template, f"{placeholder} is not in the statement"
+            chosen = part if isinstance(part, str) else part[0 if present else 1]
+            text = text.replace(placeholder, chosen)
+        spelled[present] = text
+    return spelled
+
 
 MIGRATIONS_LOCK_CLASS = 0x617761
 MIGRATIONS_LOCK_OBJECT = 1
@@ -62,6 +86,22 @@ SELECT CASE WHEN u.k > 0 THEN pg_advisory_xact_lock_shared(u.k) ELSE pg_advisory
   FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n) ORDER BY u.n
 """
 
+# The attempt a callback belongs to, locked (as every transition of it is locked first) in the
+# statement that finds it, with what its kind declares about outputs. The columns are fixed
+# for the attempt's life; whether the callback is still waiting is checked again under the
+# lock: by ``callbacks.LOOKUP``, or in the completion's own guard.
+LOCK_CALLBACK_ATTEMPT = """
+SELECT s.job_id, s.run_lease, s.claim_id, s.state, r.kind, r.queue,
+       r.attempt + 1 AS attempt, r.max_attempts, r.unique_key IS NOT NULL AS keyed,
+       cb.claimed_at AS attempted_at,
+       (SELECT to_jsonb(d) -> 'output' FROM awa.job_kind_descriptors d WHERE d.kind = r.kind)
+           AS declared_output,
+       pg_advisory_xact_lock_shared(s.claim_id), pg_advisory_xact_lock(-s.job_id)
+  FROM attempt_state s
+  JOIN ready_entries r ON r.job_id = s.job_id AND r.run_lease = s.run_lease
+  LEFT JOIN claim_batches cb ON cb.claim_id = s.claim_id
+ WHERE s.callback_id = $1 AND NOT s.callback_resolved
+"""
 # Notifications on the schema's channels (``names.channel`` spells the same names for LISTEN).
 # The callback channel carries a callback id: a handler waiting in wait_for_callback wakes,
 # re-checks and may find its attempt ended. The cancel channel carries ``job_id:run_lease`` to

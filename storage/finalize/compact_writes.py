@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import asyncpg
 
 from storage.db.pool import Conn
-from storage.db.sql import LOCK_CLAIM_BATCHES_FOR_FLUSH
+from storage.db.sql import LOCK_CLAIM_BATCHES_FOR_FLUSH, with_or_without
 from storage.finalize.types import CompactCompletion, Outcome
 from storage.values.codec import utf8_size
 
@@ -82,17 +82,15 @@ SELECT COALESCE(array_agg(u.job_id), '{}') AS written,
        AS already_leases
   FROM ins, unnest(ins.job_ids, ins.run_leases) AS u(job_id, run_lease)
 """
-_OUTPUTS = {
-    True: {
-        "outputs_column": ", outputs",
-        "outputs_value": (
-            ", CASE WHEN bool_or(o.output IS NOT NULL)"
-            " THEN array_agg(o.output ORDER BY o.lane_seq, o.job_id) END"
-        ),
-    },
-    False: {"outputs_column": "", "outputs_value": ""},
-}
-COMPLETE_COMPACT_SQL = {flag: COMPLETE_COMPACT % parts for flag, parts in _OUTPUTS.items()}
+COMPLETE_COMPACT_SQL = with_or_without(
+    COMPLETE_COMPACT,
+    outputs_column=(", outputs", ""),
+    outputs_value=(
+        ", CASE WHEN bool_or(o.output IS NOT NULL)"
+        " THEN array_agg(o.output ORDER BY o.lane_seq, o.job_id) END",
+        "",
+    ),
+)
 
 DROP_ATTEMPT_STATES = """
 DELETE FROM attempt_state s USING unnest($1::bigint[], $2::bigint[]) AS u(job_id, run_lease)

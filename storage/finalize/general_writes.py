@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 
 from storage.db.pool import Conn
-from storage.db.sql import LOCK_ATTEMPTS
+from storage.db.sql import LOCK_ATTEMPTS, with_or_without
 from storage.finalize.rules import outcome_of_rewrite
 from storage.finalize.types import AttemptKey, AttemptRef, GeneralCompletion, Outcome
 from storage.values.names import CHANNEL_PREFIXES
@@ -113,25 +113,23 @@ SELECT o.job_id, o.kind, o.queue, o.args, o.priority, o.done_attempt AS attempt,
 """
 
 
-def _sql(*, outputs: bool, keyed: bool, answer: str) -> str:
-    return COMPLETE % {
-        "output_column": ", output" if outputs else "",
-        "output_value": ", output" if outputs else "",
-        "release": RELEASE_KEYS if keyed else "",
-        "answer": answer,
+def _spelled(answer: str) -> dict[tuple[bool, bool], str]:
+    """``COMPLETE`` ending in ``answer``, by (output columns present, the jobs are keyed)."""
+    return {
+        (outputs, keyed): with_or_without(
+            COMPLETE,
+            output_column=(", output", ""),
+            output_value=(", output", ""),
+            release=RELEASE_KEYS if keyed else "",
+            answer=answer,
+        )[outputs]
+        for outputs in (True, False)
+        for keyed in (True, False)
     }
 
 
-COMPLETE_MANY_SQL = {
-    (outputs, keyed): _sql(outputs=outputs, keyed=keyed, answer=ANSWER_OUTCOMES)
-    for outputs in (True, False)
-    for keyed in (True, False)
-}
-COMPLETE_EXTERNAL_SQL = {
-    (outputs, keyed): _sql(outputs=outputs, keyed=keyed, answer=ANSWER_ROW)
-    for outputs in (True, False)
-    for keyed in (True, False)
-}
+COMPLETE_MANY_SQL = _spelled(ANSWER_OUTCOMES)
+COMPLETE_EXTERNAL_SQL = _spelled(ANSWER_ROW)
 
 
 async def lock(conn: Conn, refs: Sequence[AttemptRef]) -> None:

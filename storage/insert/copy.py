@@ -16,16 +16,16 @@ sequence ranges while the lane row stays locked until commit, and a call that sp
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import orjson
 
 from storage.db.pool import Conn
-from storage.db.sql import RESERVE_LANE_RANGE
 from storage.insert import unique
-from storage.insert.enqueue import insert_jobs, key_of
+from storage.insert.enqueue import copy_ready, insert_jobs, key_of
 from storage.insert.plan import InsertPlan, Resolved
 from storage.values.errors import ArgsValidationError, AwaError, InvalidName, UnknownKind
 from storage.values.models import JobRow, JobState
@@ -33,21 +33,6 @@ from storage.values.models import JobRow, JobState
 CHUNK = 2_000
 """Jobs per chunk (one COPY, or one statement for scheduled jobs): large enough that the round
 trips are a small share, small enough that a chunk's text stays a few hundred kilobytes."""
-
-# A ready chunk's lane range, ids, slot and time, taken with the lane locked (as the enqueue
-# takes them): ids and lane sequences rise together within a lane.
-RESERVE_READY_CHUNK = f"""
-WITH {RESERVE_LANE_RANGE}
-SELECT ARRAY(SELECT nextval('job_id_seq') FROM generate_series(1, $3)) AS ids, lane.first_seq,
-       (SELECT current_slot FROM ring_state WHERE ring = 'queue') AS slot,
-       now() AS at, now()::text AS at_text
-  FROM lane, woken
-"""
-# The per-job columns first, then those a chunk shares (written once, repeated per line).
-READY_COPY_COLUMNS = (
-    "job_id", "lane_seq", "kind", "args", "slot", "queue", "priority", "attempt", "run_lease",
-    "max_attempts", "run_at", "created_at", "payload",
-)  # fmt: skip
 
 INSERT_DEFERRED_CHUNK = """
 WITH written AS (
@@ -149,14 +134,8 @@ async def insert_chunked(
                 )  # fmt: skip
             else:
                 assert queue is not None  # a group of ready jobs is one lane's
-                found = await conn.fetchrow(
-                    RESERVE_READY_CHUNK, queue, plan.priority, len(chunk.args)
-                )
-                await conn.copy_to_table(
-                    "ready_entries",
-                    source=_once(_copy_lines(plan, chunk, queue, found)),
-                    columns=READY_COPY_COLUMNS,
-                )
+                lines = partial(_copy_lines, plan, chunk, queue)
+                found = await copy_ready(conn, queue, plan.priority, len(chunk.args), lines)
             assert found is not None
             written = _rows(plan, chunk, found, deferred) if rows else found["ids"]
             for result, index in zip(written, position, strict=False):  # written first: zip
@@ -205,11 +184,6 @@ async def insert_keyed(
     ]
 
 
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    """``data`` as the async iterable COPY reads (a bytes source would be taken for a path)."""
-    yield data
-
-
 def _copy_text(value: str) -> bytes:
     """``value`` as a field of COPY's text format."""
     for raw, escaped in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
@@ -218,9 +192,9 @@ def _copy_text(value: str) -> bytes:
 
 
 def _copy_lines(plan: InsertPlan, chunk: Chunk, queue: str, found: Any) -> bytes:
-    """A ready chunk as COPY text in ``READY_COPY_COLUMNS`` order. JSON text never holds a raw
-    tab, newline or carriage return (orjson escapes them), so its only escape is the backslash
-    (``bytes.replace`` returns the same object when there is none)."""
+    """A ready chunk as COPY text in ``enqueue.READY_COPY_COLUMNS`` order. JSON text never
+    holds a raw tab, newline or carriage return (orjson escapes them), so its only escape is
+    the backslash (``bytes.replace`` returns the same object when there is none)."""
     payload = b"\\N" if plan.payload is None else orjson.dumps(plan.payload).replace(b"\\", b"\\\\")
     at = _copy_text(found["at_text"])
     shared = (found["slot"], _copy_text(queue), plan.priority, plan.max_attempts, at, at, payload)

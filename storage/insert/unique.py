@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, snapshot
 from storage.read import one_job
 from storage.values.errors import AwaError, InvalidOption, JobNotFound, UniqueConflict
 from storage.values.models import JobRow, JobState
@@ -85,38 +85,6 @@ DELETE FROM unique_keys k
    AND NOT EXISTS (SELECT 1 FROM ready_entries o WHERE o.job_id = k.job_id AND o.slot <> $1)
    AND NOT EXISTS (SELECT 1 FROM deferred_jobs d WHERE d.job_id = k.job_id)
    AND NOT EXISTS (SELECT 1 FROM dlq_entries q WHERE q.job_id = k.job_id)
-"""
-
-# The keyed twins of enqueue.INSERT_READY / INSERT_DEFERRED: a job id drawn by CLAIM (NULL:
-# draw one now, for the plain jobs of a mixed batch) and the key are written with the row.
-INSERT_READY_KEYED = """
-WITH lane AS (
-    INSERT INTO queue_lanes AS l (queue, priority, next_seq) VALUES ($1, $2, $3)
-    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + $3
-    RETURNING l.next_seq - $3 AS first_seq
-)
-INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
-                           max_attempts, lane_seq, run_at, created_at, unique_key, payload)
-SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'),
-       COALESCE(j.job_id, nextval('job_id_seq')), j.kind, $1, j.args, $2, 0, 1, j.max_attempts,
-       lane.first_seq + j.ord - 1, now(), now(), j.unique_key, j.payload
-  FROM lane,
-       unnest($4::text[], $5::jsonb[], $6::int[], $7::jsonb[], $8::bigint[], $9::text[])
-           WITH ORDINALITY AS j(kind, args, max_attempts, payload, job_id, unique_key, ord)
- ORDER BY j.ord
-RETURNING job_id, run_at, created_at
-"""
-INSERT_DEFERRED_KEYED = """
-INSERT INTO deferred_jobs (job_id, state, kind, queue, args, priority, attempt, run_lease,
-                           max_attempts, run_at, created_at, unique_key, payload)
-SELECT COALESCE(j.job_id, nextval('job_id_seq')), 'scheduled', j.kind, j.queue, j.args,
-       j.priority, 0, 1, j.max_attempts, j.run_at, now(), j.unique_key, j.payload
-  FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::smallint[], $5::int[],
-              $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::text[])
-           WITH ORDINALITY AS j(kind, queue, args, priority, max_attempts, run_at, payload,
-                                job_id, unique_key, ord)
- ORDER BY j.ord
-RETURNING job_id, run_at, created_at
 """
 
 
@@ -238,16 +206,23 @@ async def forget_pruned(conn: Conn, slot: int) -> None:
 async def read_holders(
     conn: Conn, inserted: Sequence[Inserted], outputs: Callable[[Conn], Awaitable[bool]]
 ) -> dict[int, JobRow]:
-    """The jobs that held the keys of an insert's duplicates, marked ``duplicate``."""
+    """The jobs that held the keys of an insert's duplicates, marked ``duplicate``, read in one
+    snapshot after the insert committed (a holder that ends meanwhile is read as it was)."""
     holders: dict[int, JobRow] = {}
-    for job_id in dict.fromkeys(i.job_id for i in inserted if i.duplicate):
-        row = await one_job.get_job(conn, job_id, outputs=await outputs(conn))
-        if row is None:
-            raise JobNotFound(
-                f"Job {job_id} held the unique key but was deleted before it could be read; "
-                "insert again."
-            )
-        holders[job_id] = (await with_key_states(conn, row)).model_copy(update={"duplicate": True})
+    job_ids = list(dict.fromkeys(i.job_id for i in inserted if i.duplicate))
+    if not job_ids:
+        return holders
+    present = await outputs(conn)
+    async with snapshot(conn):
+        for job_id in job_ids:
+            row = await one_job.read_job(conn, job_id, outputs=present)
+            if row is None:
+                raise JobNotFound(
+                    f"Job {job_id} held the unique key but was deleted before it could be "
+                    "read; insert again."
+                )
+            row = await with_key_states(conn, row)
+            holders[job_id] = row.model_copy(update={"duplicate": True})
     return holders
 
 

@@ -13,7 +13,7 @@ from storage.db.pool import Conn
 from storage.db.sql import NOTIFY_CALLBACK, NOTIFY_CANCEL
 from storage.finalize import attempt_writes
 from storage.finalize.types import AttemptRef
-from storage.insert import unique
+from storage.insert import enqueue, unique
 from storage.read import one_job
 from storage.values.errors import InvalidJobState, JobNotFound
 from storage.values.models import JobRow, JobState
@@ -72,46 +72,6 @@ SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, run_l
 """
 
 
-# Retry a failed or cancelled job: same id, attempt 0, errors kept, a new run lease through
-# its lane.
-RETRY_DONE = """
-WITH gone AS (
-    DELETE FROM done_entries
-     WHERE job_id = $1 AND run_lease = $2 AND state IN ('failed', 'cancelled')
-    RETURNING job_id, run_lease, payload
-), src AS (
-    SELECT r.*, COALESCE(g.payload, r.payload) AS carried
-      FROM ready_entries r JOIN gone g USING (job_id, run_lease)
-)
-%(requeue)s
-"""
-
-RETRY_DLQ = """
-WITH gone AS (
-    DELETE FROM dlq_entries WHERE job_id = $1 RETURNING *
-), src AS (
-    SELECT job_id, kind, queue, args, priority, original_run_lease AS run_lease, max_attempts,
-           created_at, unique_key, payload AS carried
-      FROM gone
-)
-%(requeue)s
-"""
-
-REQUEUE = """
-, lane AS (
-    INSERT INTO queue_lanes AS l (queue, priority, next_seq)
-    SELECT queue, priority, 1 FROM src
-    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + 1
-    RETURNING l.next_seq - 1 AS seq
-)
-INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
-                           max_attempts, lane_seq, run_at, created_at, unique_key, payload)
-SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), job_id, kind, queue, args,
-       priority, 0, run_lease + 1, max_attempts, lane.seq, now(), created_at, unique_key,
-       carried - 'progress'
-  FROM src, lane
-"""
-
 DELETE_GENERAL = """
 DELETE FROM done_entries WHERE job_id = $1 AND run_lease = $2 AND state = $3
 """
@@ -133,6 +93,8 @@ CANCELLABLE = "available, scheduled, retryable, running or waiting_external"
 
 
 async def _current(conn: Conn, job_id: int, outputs: bool) -> JobRow:
+    """The job as it is, in its own snapshot, read before the action's transaction: each write
+    below is guarded, so a job that moves on after this read is refused, not overwritten."""
     row = await one_job.get_job(conn, job_id, outputs=outputs)
     if row is None:
         raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
@@ -166,11 +128,11 @@ async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Cancel a job that has not ended. A running handler is told and its completion goes stale."""
     seen: tuple[JobState, int] | None = None
     for _ in range(CANCEL_PASSES):
+        row = await _current(conn, job_id, outputs)
+        if row.dlq is not None or (row.state, row.run_lease) == seen:
+            raise _refuse(row, "cancelled", CANCELLABLE)
+        seen = (row.state, row.run_lease)
         async with conn.transaction():
-            row = await _current(conn, job_id, outputs)
-            if row.dlq is not None or (row.state, row.run_lease) == seen:
-                raise _refuse(row, "cancelled", CANCELLABLE)
-            seen = (row.state, row.run_lease)
             if await _cancel_pass(conn, row):
                 if row.unique_key is not None:
                     await unique.release(conn, job_id, JobState.CANCELLED)
@@ -211,37 +173,45 @@ async def _cancel_open(conn: Conn, row: JobRow, payload: dict[str, object]) -> s
     return "INSERT 0 1"
 
 
+class _MovedOn(Exception):
+    """Roll back: the job left the state it was read in before the write."""
+
+
 async def retry(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Run a failed or cancelled job again: same id, attempt 0, errors kept."""
-    async with conn.transaction():
-        row = await _current(conn, job_id, outputs)
-        if row.unique_key is not None and (row.dlq is not None or row.state in RETRYABLE):
-            await unique.reacquire(conn, job_id)  # keys before lanes, as inserts take them
-        if row.dlq is not None:
-            status = await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
-        elif row.state in RETRYABLE:
-            status = await conn.execute(RETRY_DONE % {"requeue": REQUEUE}, job_id, row.run_lease)
-        else:
-            raise _refuse(row, "retried", "failed, cancelled or dead-lettered")
-        if status.endswith(" 0"):
-            raise _refuse(await _current(conn, job_id, outputs), "retried", "failed or cancelled")
+    row = await _current(conn, job_id, outputs)
+    if row.dlq is None and row.state not in RETRYABLE:
+        raise _refuse(row, "retried", "failed, cancelled or dead-lettered")
+    try:
+        async with conn.transaction():
+            if row.unique_key is not None:
+                await unique.reacquire(conn, job_id)  # keys before lanes, as inserts take them
+            if row.dlq is not None:
+                requeued = await enqueue.requeue_dlq(conn, job_id)
+            else:
+                requeued = await enqueue.requeue_done(conn, job_id, row.run_lease)
+            if not requeued:
+                raise _MovedOn
+    except _MovedOn:
+        now = await _current(conn, job_id, outputs)
+        raise _refuse(now, "retried", "failed or cancelled") from None
 
 
 async def retry_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Move a dead-lettered job back to its queue (same id, attempt 0, errors kept)."""
+    row = await _current(conn, job_id, outputs)
+    if row.dlq is None:
+        raise _refuse(row, "retried from the DLQ", "dead-lettered")
     async with conn.transaction():
-        row = await _current(conn, job_id, outputs)
-        if row.dlq is None:
-            raise _refuse(row, "retried from the DLQ", "dead-lettered")
         if row.unique_key is not None:
             await unique.reacquire(conn, job_id)
-        await conn.execute(RETRY_DLQ % {"requeue": REQUEUE}, job_id)
+        await enqueue.requeue_dlq(conn, job_id)
 
 
 async def delete(conn: Conn, job_id: int, *, outputs: bool) -> None:
     """Delete a terminal job. A compact completion gets a tombstone; its bytes stay until prune."""
+    row = await _current(conn, job_id, outputs)
     async with conn.transaction():
-        row = await _current(conn, job_id, outputs)
         if row.dlq is not None:
             await conn.execute(PURGE_DLQ, job_id)
         elif row.state is JobState.COMPLETED and row.storage_path == "compact":
@@ -255,10 +225,10 @@ async def delete(conn: Conn, job_id: int, *, outputs: bool) -> None:
 
 
 async def purge_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
+    row = await _current(conn, job_id, outputs)
+    if row.dlq is None:
+        raise _refuse(row, "purged from the DLQ", "dead-lettered")
     async with conn.transaction():
-        row = await _current(conn, job_id, outputs)
-        if row.dlq is None:
-            raise _refuse(row, "purged from the DLQ", "dead-lettered")
         await conn.execute(PURGE_DLQ, job_id)
         if row.unique_key is not None:
             await unique.forget(conn, [job_id])

@@ -15,10 +15,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from storage.db.pool import Conn
-from storage.db.sql import NOTIFY_CALLBACK
+from storage.db.sql import LOCK_CALLBACK_ATTEMPT, NOTIFY_CALLBACK
 from storage.finalize import attempt_writes, general_writes
 from storage.finalize.rules import Failure
 from storage.finalize.types import AttemptRecord, AttemptRef, GeneralCompletion, Outcome
+from storage.insert import enqueue
 from storage.ops.declared_output import (
     DeclaredOutput,
     LocalModels,
@@ -48,22 +49,6 @@ ON CONFLICT (job_id, run_lease) DO UPDATE
 RETURNING callback_id
 """
 
-# The attempt a callback belongs to, locked (as every transition of it is locked first) in the
-# statement that finds it, with what its kind declares about outputs. The columns are fixed
-# for the attempt's life; whether the callback is still waiting is checked again under the
-# lock: by ``LOOKUP``, or in the completion's own guard.
-LOOKUP_AND_LOCK = """
-SELECT s.job_id, s.run_lease, s.claim_id, s.state, r.kind, r.queue,
-       r.attempt + 1 AS attempt, r.max_attempts, r.unique_key IS NOT NULL AS keyed,
-       cb.claimed_at AS attempted_at,
-       (SELECT to_jsonb(d) -> 'output' FROM awa.job_kind_descriptors d WHERE d.kind = r.kind)
-           AS declared_output,
-       pg_advisory_xact_lock_shared(s.claim_id), pg_advisory_xact_lock(-s.job_id)
-  FROM attempt_state s
-  JOIN ready_entries r ON r.job_id = s.job_id AND r.run_lease = s.run_lease
-  LEFT JOIN claim_batches cb ON cb.claim_id = s.claim_id
- WHERE s.callback_id = $1 AND NOT s.callback_resolved
-"""
 LOOKUP = """
 SELECT s.state, s.callback_resolved FROM attempt_state s WHERE s.callback_id = $1
 """
@@ -94,26 +79,6 @@ CONSUME = """
 UPDATE attempt_state SET callback_id = NULL, callback_resolved = false, callback_result = NULL,
                          callback_timeout_at = NULL, state = 'running', heartbeat_at = now()
  WHERE callback_id = $1
-"""
-
-# retry_external: the job's next readiness goes straight into its lane, attempt 0 (Awa's
-# semantics: the handler re-executes from scratch), errors kept, a new run lease.
-RETRY_READY = """
-WITH src AS (
-    SELECT * FROM ready_entries WHERE job_id = $1 AND run_lease = $2
-), lane AS (
-    INSERT INTO queue_lanes AS l (queue, priority, next_seq)
-    SELECT queue, priority, 1 FROM src
-    ON CONFLICT (queue, priority) DO UPDATE SET next_seq = l.next_seq + 1
-    RETURNING l.next_seq - 1 AS seq
-)
-INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt, run_lease,
-                           max_attempts, lane_seq, run_at, attempted_at, created_at, unique_key,
-                           payload)
-SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), src.job_id, src.kind,
-       src.queue, src.args, src.priority, 0, src.run_lease + 1, src.max_attempts, lane.seq, now(),
-       $3, src.created_at, src.unique_key, $4
-  FROM src, lane
 """
 
 
@@ -173,7 +138,7 @@ async def _locked_attempt(
     """Inside a transaction: find and lock the callback's attempt, or raise. With
     ``recheck``, the callback is read again under the lock (its state, and that it is still
     waiting); without, the caller's guarded write checks that itself."""
-    row = await conn.fetchrow(LOOKUP_AND_LOCK, _checked_id(callback_id))
+    row = await conn.fetchrow(LOCK_CALLBACK_ATTEMPT, _checked_id(callback_id))
     state = None if row is None else row["state"]
     if row is not None and recheck:
         now = await conn.fetchrow(LOOKUP, callback_id)  # as of now that the attempt is locked
@@ -286,12 +251,8 @@ async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None 
         if opened is None:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
         payload = with_progress(opened.payload, opened.stored_progress)
-        await conn.execute(
-            RETRY_READY,
-            attempt.ref.job_id,
-            attempt.ref.run_lease,
-            attempt.record.attempted_at,
-            payload,
+        await enqueue.requeue_waiting(
+            conn, attempt.ref.job_id, attempt.ref.run_lease, attempt.record.attempted_at, payload
         )
         await conn.execute(NOTIFY_CALLBACK, callback_id)
     return attempt.ref.job_id

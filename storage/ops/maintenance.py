@@ -27,6 +27,7 @@ from storage.db.sql import (
     OPEN_ATTEMPTS,
     TRY_LOCK_MAINTENANCE_LEADER,
     UNLOCK_MAINTENANCE_LEADER,
+    with_or_without,
 )
 from storage.finalize import attempt_writes
 from storage.finalize.rules import Failure
@@ -162,7 +163,8 @@ SELECT EXISTS (SELECT 1 FROM open o JOIN claim_batches cb USING (claim_id) WHERE
 """
 
 # Failed jobs inside the retention window survive prune: their ready row and done row are
-# copied into the live slot ($2) before the old slot ($1) is truncated.
+# copied into the live slot ($2) before the old slot ($1) is truncated; %(o)s is the output
+# column, where the schema has it.
 CARRY_FAILED = """
 WITH keep AS (
     SELECT d.* FROM done_entries d JOIN ready_entries r USING (job_id, run_lease)
@@ -176,9 +178,10 @@ WITH keep AS (
       FROM ready_entries r JOIN keep k USING (job_id, run_lease)
      WHERE r.slot = $1
 )
-INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload %s)
-SELECT $2, job_id, run_lease, state, attempt, finalized_at, payload %s FROM keep WHERE slot = $1
+INSERT INTO done_entries (slot, job_id, run_lease, state, attempt, finalized_at, payload %(o)s)
+SELECT $2, job_id, run_lease, state, attempt, finalized_at, payload %(o)s FROM keep WHERE slot = $1
 """
+CARRY_FAILED_SQL = with_or_without(CARRY_FAILED, o=(", output", ""))
 
 
 # Before a queue slot is truncated, lane cursors move past unclaimed rows that are all cancelled
@@ -428,8 +431,8 @@ async def prune_slot(
         if lanes:
             queues = [lane["queue"] for lane in lanes]
             await conn.execute(SKIP_DEAD_PREFIX, queues, [lane["priority"] for lane in lanes])
-        cols = (", output", ", output") if outputs_supported else ("", "")
-        await conn.execute(CARRY_FAILED % cols, slot, live_slot, settings.failed_retention)
+        carry = CARRY_FAILED_SQL[outputs_supported]
+        await conn.execute(carry, slot, live_slot, settings.failed_retention)
         await unique.forget_pruned(conn, slot)
     await conn.execute(f"TRUNCATE {', '.join(partitions)}")
     return True

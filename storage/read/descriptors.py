@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 
 from storage.db.pool import Conn
-from storage.db.sql import OPEN_ATTEMPTS, UNCLAIMED_READY
+from storage.db.sql import OPEN_ATTEMPTS, UNCLAIMED_READY, with_or_without
 from storage.values.models import JobKindDescriptor, JobState, KindSummary
 
 SYNC_INTERVAL_SECONDS = 60
@@ -46,23 +46,23 @@ ON CONFLICT (kind) DO UPDATE SET
                       THEN now() ELSE d.updated_at END,
     last_seen_at = now()
 """
-_UPSERT = {
-    True: UPSERT
-    % {
-        "col": ", output",
-        "sel": ", u.output",
-        "arr": ", $10::jsonb[]",
-        "set": ", output = excluded.output",
-    },
-    False: UPSERT % {"col": "", "sel": "", "arr": "", "set": ""},
-}
+_UPSERT = with_or_without(
+    UPSERT,
+    col=(", output", ""),
+    sel=(", u.output", ""),
+    arr=(", $10::jsonb[]", ""),
+    set=(", output = excluded.output", ""),
+)
 
-SELECT = """
+_SELECT = with_or_without(
+    """
 SELECT kind, display_name, description, owner, docs_url, tags, extra, descriptor_hash,
        created_at, updated_at, last_seen_at, %(output)s AS output,
        last_seen_at < now() - make_interval(secs => 2 * sync_interval_seconds) AS stale
   FROM awa.job_kind_descriptors
-"""
+""",
+    output=("output", "NULL::jsonb"),
+)
 
 # Live states per kind. Completed jobs are not counted per kind: that would mean scanning
 # the whole compact history, and triage does not need it.
@@ -123,7 +123,7 @@ async def sync(conn: Conn, descriptors: list[JobKindDescriptor]) -> None:
 
 async def fetch(conn: Conn, kind: str | None = None) -> dict[str, JobKindDescriptor]:
     with_output = await has_output_column(conn)
-    sql = SELECT % {"output": "output" if with_output else "NULL::jsonb"}
+    sql = _SELECT[with_output]
     rows = await (conn.fetch(sql + " WHERE kind = $1", kind) if kind else conn.fetch(sql))
     return {r["kind"]: _descriptor(r) for r in rows}
 
@@ -148,7 +148,7 @@ def _descriptor(r: asyncpg.Record) -> JobKindDescriptor:
 async def list_kinds(conn: Conn) -> list[KindSummary]:
     """Every kind that has a descriptor or live jobs, with counts of its live jobs."""
     with_output = await has_output_column(conn)
-    rows = await conn.fetch(SELECT % {"output": "output" if with_output else "NULL::jsonb"})
+    rows = await conn.fetch(_SELECT[with_output])
     described = {r["kind"]: _descriptor(r) for r in rows}
     stale = {r["kind"]: bool(r["stale"]) for r in rows}
     counts: dict[str, dict[JobState, int]] = {}

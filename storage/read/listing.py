@@ -9,9 +9,10 @@ jobs as on ten thousand. Compact completions are walked batch by batch in ``max_
 order (by time: ``finalized_at``); the walk stops as soon as no further batch can hold a row
 of the page.
 
-Every read here runs inside ``snapshot``: one read-only REPEATABLE READ transaction, so the
-per-state statements of one page (and the counts read with it) see one moment, and a job that
-moves between two states while the page is read is listed once, in one state.
+Every read here runs inside ``storage.db.pool.snapshot``: one read-only REPEATABLE READ
+transaction, so the per-state statements of one page (and the counts read with it) see one
+moment, and a job that moves between two states while the page is read is listed once, in one
+state.
 
 Search text matches the text a person sees: the kind, the queue, and every string, number or
 boolean value anywhere in the args or the payload (tags, metadata values, error messages),
@@ -20,15 +21,14 @@ case-insensitively as a substring. It never matches JSON syntax (quotes, escapes
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
-from storage.db.pool import Conn
-from storage.db.sql import OPEN_ATTEMPTS, UNCLAIMED_READY
+from storage.db.pool import Conn, snapshot
+from storage.db.sql import OPEN_ATTEMPTS, UNCLAIMED_READY, with_or_without
 from storage.read import counting
 from storage.read.listing_filter import (
     COMMON_PARAMS,
@@ -153,11 +153,11 @@ SELECT {_COLUMNS}, b.attempts[item.ord]::int AS attempt, NULL::timestamptz AS at
 %(filter)s
  ORDER BY %(order)s LIMIT $5
 """
-_MASK = {
-    True: "(SELECT array_agg(o IS NOT NULL ORDER BY n)"
+_MASK = (
+    "(SELECT array_agg(o IS NOT NULL ORDER BY n)"
     " FROM unnest(b.outputs) WITH ORDINALITY AS x(o, n))",
-    False: "NULL::boolean[]",
-}
+    "NULL::boolean[]",
+)
 
 # A time range picks the index: a narrow one is read through the time index, a wide one by
 # walking ids. Only a plan made with the values can tell; a cached generic plan cannot use
@@ -175,36 +175,39 @@ class Statement:
     search reads, the id column its index orders, its time column, its sort value per
     ``SortColumn`` (None: by id) and how many parameters of its own follow ``FILTER``'s."""
 
-    template: str
+    template: Mapping[bool, str]  # with and without the output columns (``with_or_without``)
     payload: str
     time: str
     own_params: int = 0
     id_col: str = "r.job_id"
     attempts: str | None = None
 
-    def sql(self, order: SortOrder, **extra: str) -> str:
+    def sql(self, order: SortOrder, *, outputs: bool = False) -> str:
         key = {SortColumn.ID: None, SortColumn.WHEN: self.time, SortColumn.ATTEMPTS: self.attempts}
         cursor, order_by = order.sql(
             self.id_col, key[order.column], COMMON_PARAMS + self.own_params + 1
         )
         where = FILTER % {"cursor": cursor, "time": self.time, "payload": self.payload}
-        return self.template % {"filter": where, "order": order_by, **extra}
+        return self.template[outputs] % {"filter": where, "order": order_by}
 
 
-AVAILABLE = Statement(LIST_AVAILABLE, "r.payload", "r.run_at", attempts="r.attempt")
-DEFERRED = Statement(LIST_DEFERRED, "r.payload", "r.run_at", 1, attempts="r.attempt")
-OPEN = Statement(LIST_OPEN, "r.payload", "o.claimed_at", 1, attempts="o.attempt")
-DONE = Statement(LIST_DONE, "COALESCE(d.payload, r.payload)", "d.finalized_at", 1, "d.job_id")
-DLQ = Statement(LIST_DLQ, "r.payload", "r.dlq_at")
-COMPACT = Statement(COMPACT_ROWS, "r.payload", "b.finalized_at", 1)
+AVAILABLE = Statement(
+    with_or_without(LIST_AVAILABLE), "r.payload", "r.run_at", attempts="r.attempt"
+)
+DEFERRED = Statement(
+    with_or_without(LIST_DEFERRED), "r.payload", "r.run_at", 1, attempts="r.attempt"
+)
+OPEN = Statement(with_or_without(LIST_OPEN), "r.payload", "o.claimed_at", 1, attempts="o.attempt")
+DONE = Statement(
+    with_or_without(LIST_DONE, has_output=("d.output IS NOT NULL", "false")),
+    "COALESCE(d.payload, r.payload)",
+    "d.finalized_at",
+    1,
+    "d.job_id",
+)
+DLQ = Statement(with_or_without(LIST_DLQ), "r.payload", "r.dlq_at")
+COMPACT = Statement(with_or_without(COMPACT_ROWS, mask=_MASK), "r.payload", "b.finalized_at", 1)
 STATEMENTS = (AVAILABLE, DEFERRED, OPEN, DONE, DLQ, COMPACT)
-
-
-@asynccontextmanager
-async def snapshot(conn: Conn) -> AsyncIterator[None]:
-    """One read-only REPEATABLE READ transaction: every statement inside sees one moment."""
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        yield
 
 
 def _row(r: asyncpg.Record, state: JobState, **extra: Any) -> JobRow:
@@ -276,9 +279,9 @@ class _Page:
     cursor: list[Any]
 
     async def fetch(
-        self, conn: Conn, statement: Statement, order: SortOrder, *own: Any, **extra: str
+        self, conn: Conn, statement: Statement, order: SortOrder, *own: Any, outputs: bool = False
     ) -> list[asyncpg.Record]:
-        sql = statement.sql(order, **extra)
+        sql = statement.sql(order, outputs=outputs)
         return await conn.fetch(sql, *self.common, *own, *self.cursor)
 
 
@@ -299,12 +302,11 @@ async def _list_state(
         case JobState.RUNNING | JobState.WAITING_EXTERNAL:
             waiting = state is JobState.WAITING_EXTERNAL
             return [_open_row(r, state) for r in await page.fetch(conn, OPEN, order, waiting)]
-        case JobState.FAILED | JobState.CANCELLED:
-            rows = await page.fetch(conn, DONE, order, state.value, has_output="false")
+        case JobState.FAILED | JobState.CANCELLED:  # their outputs are in their error entries
+            rows = await page.fetch(conn, DONE, order, state.value)
             return [_row(r, state, storage_path="general") for r in rows]
         case JobState.COMPLETED:
-            has_output = "d.output IS NOT NULL" if outputs else "false"
-            rows = await page.fetch(conn, DONE, order, state.value, has_output=has_output)
+            rows = await page.fetch(conn, DONE, order, state.value, outputs=outputs)
             general = [_row(r, state, storage_path="general") for r in rows]
             return general + await _compact_page(conn, page, order, outputs)
 
@@ -336,7 +338,7 @@ async def _compact_page(conn: Conn, page: _Page, order: SortOrder, outputs: bool
         if not batches:
             break
         ids = [b["batch_id"] for b in batches]
-        rows = await page.fetch(conn, COMPACT, order, ids, mask=_MASK[outputs])
+        rows = await page.fetch(conn, COMPACT, order, ids, outputs=outputs)
         found.extend(_row(r, JobState.COMPLETED, storage_path="compact") for r in rows)
         found.sort(key=order.key, reverse=order.descending)
         del found[limit:]

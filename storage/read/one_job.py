@@ -1,7 +1,9 @@
 """Reads of one job, in whatever state it is.
 
 ``get_job`` loads the completed output (the compact branch detoasts its batch's array, as the
-ADR says). Timestamps that pass through ``to_jsonb`` come back as text; pydantic parses them
+ADR says). Its statements run in one snapshot (``storage.db.pool.snapshot``): a job that
+completes, retries or is promoted while it is read is still read, in the state it had when the
+read began. Timestamps that pass through ``to_jsonb`` come back as text; pydantic parses them
 into aware datetimes.
 """
 
@@ -12,7 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, snapshot
+from storage.db.sql import with_or_without
 from storage.values.models import CallbackInfo, DlqInfo, JobRow, JobState
 from storage.values.payload import errors_of
 
@@ -79,9 +82,10 @@ SELECT (SELECT to_jsonb(compact) - 'output' FROM compact) AS compact,
 
 DONE_OUTPUT = "SELECT output FROM done_entries WHERE job_id = $1 AND run_lease = $2"
 
-
-def _sql(template: str, outputs: bool, **fragments: tuple[str, str]) -> str:
-    return template % {name: pair[0] if outputs else pair[1] for name, pair in fragments.items()}
+JOB_HEAD_SQL = with_or_without(JOB_HEAD, done_has=("d.output IS NOT NULL", "false"))
+JOB_CLAIMED_SQL = with_or_without(
+    JOB_CLAIMED, compact_output=("b.outputs[array_position(b.job_ids, $1::bigint)]", "NULL::json")
+)
 
 
 def _job_row(base: dict[str, Any], **fields: Any) -> JobRow:
@@ -108,10 +112,15 @@ def _job_row(base: dict[str, Any], **fields: Any) -> JobRow:
 
 
 async def get_job(conn: Conn, job_id: int, *, outputs: bool) -> JobRow | None:
-    """The job in whatever state it is, with its stored output; None if deleted or unknown."""
-    head = await conn.fetchrow(
-        _sql(JOB_HEAD, outputs, done_has=("d.output IS NOT NULL", "false")), job_id
-    )
+    """The job in whatever state it is, with its stored output; None if deleted or unknown.
+    Read in its own snapshot: call it outside any transaction."""
+    async with snapshot(conn):
+        return await read_job(conn, job_id, outputs=outputs)
+
+
+async def read_job(conn: Conn, job_id: int, *, outputs: bool) -> JobRow | None:
+    """``get_job`` for a caller that holds a ``snapshot`` already and reads more in it."""
+    head = await conn.fetchrow(JOB_HEAD_SQL[outputs], job_id)
     if head is None:
         return None
     if head["deferred"] is not None:
@@ -143,11 +152,7 @@ async def get_job(conn: Conn, job_id: int, *, outputs: bool) -> JobRow | None:
 
 async def _claimed(conn: Conn, base: dict[str, Any], outputs: bool) -> JobRow | None:
     row = await conn.fetchrow(
-        _sql(
-            JOB_CLAIMED,
-            outputs,
-            compact_output=("b.outputs[array_position(b.job_ids, $1::bigint)]", "NULL::json"),
-        ),
+        JOB_CLAIMED_SQL[outputs],
         base["job_id"],
         base["queue"],
         base["priority"],

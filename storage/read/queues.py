@@ -3,7 +3,8 @@
 A pause is a flag on the queue's ``queue_settings`` row (migration v004). The claim
 (``storage.runtime.claim``) passes over the lanes of a paused queue, so every runtime on the schema
 stops taking its jobs at its next claim, within one poll interval; attempts already claimed
-run to their end and inserts still land. Resume clears the flag.
+run to their end and inserts still land. Resume clears the flag and wakes the runtimes that
+serve the queue (``storage.insert.enqueue.resume_queue``).
 
 A summary must stay cheap on a long history, so it never counts terminal jobs: it reads the
 live states (bounded by the work in flight; the available count stops at ``COUNT_CAP`` per

@@ -59,7 +59,7 @@ async def test_failed_jobs_by_finish_time_read_the_state_range(conn: asyncpg.Con
         cursor = (
             [] if order.column is listing_filter.SortColumn.ID else [order.cursor(None, None)[0]]
         )
-        sql = listing.DONE.sql(order, has_output="false")
+        sql = listing.DONE.sql(order)
         text = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *params, "failed", *cursor)
         names = _index_names(orjson.loads(text)[0]["Plan"])
         # by time: the new index; by id: either state-first index, never a walk of all states

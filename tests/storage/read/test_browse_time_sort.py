@@ -221,12 +221,12 @@ async def test_bad_sort_or_time_values_are_refused_clearly(
 
 async def test_every_list_statement_prepares_in_every_order(conn: asyncpg.Connection) -> None:
     orders = [SortOrder(column, down) for column in SortColumn for down in (True, False)]
-    extra = {listing.DONE: {"has_output": "false"}, listing.COMPACT: {"mask": "NULL::boolean[]"}}
     for statement in listing.STATEMENTS:
         for order in orders:
             if order.column is SortColumn.ATTEMPTS and statement.attempts is None:
                 continue  # refused before any SQL (SortOrder.refusal)
-            assert await conn.prepare(statement.sql(order, **extra.get(statement, {})))
+            for outputs in (True, False):
+                assert await conn.prepare(statement.sql(order, outputs=outputs))
     for sql in listing.COMPACT_BATCHES.values():
         assert await conn.prepare(sql)  # (the walks by time take the cursor id as $7)
 
