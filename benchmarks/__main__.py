@@ -22,6 +22,7 @@ CASES = (
     "lifecycle",
     "instructions",
     "get_job_latency",
+    "one_job_reads",
     "retry_storm",
     "browser_pages",
     "console_keys",

@@ -196,8 +196,11 @@ async def _retry_external(b: Bench, n: int) -> Action:
 
 async def _resume_queue(b: Bench, n: int) -> Action:
     await b.actor.pause_queue(QUEUE)
+    runtime = b.worker.worker.runtime
+    if runtime is not None:  # a later sample: idle again only after the insert's empty claim
+        runtime._quiet.clear()
     await b.actor.insert(Step(mode="ok", n=n))
-    await b.start()  # after the insert: its notice cannot be what starts the job
+    await b.start()  # the first time, after the insert: its notice cannot start the job
     return lambda: b.actor.resume_queue(QUEUE)
 
 

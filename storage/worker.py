@@ -41,7 +41,7 @@ class Worker:
         concurrency: int | None = None,
         claim_size: int | None = None,
         claim_threshold: int | None = None,
-        poll_interval: float = 0.05,
+        poll_interval: float = 1.0,
         heartbeat_interval: float = 10.0,
         deadline_seconds: float = 1800.0,
         maintenance: MaintenanceSettings | None = None,
@@ -57,6 +57,9 @@ class Worker:
         errors before the runtime fails (default: retry for as long as it takes).
         ``concurrency`` and ``claim_size`` are hard caps; left out, the runtime sizes itself
         (``storage.runtime.sizing``: up to 1,024 jobs held, claims of up to 512).
+        ``poll_interval``: seconds an idle runtime waits between claims when nothing wakes it;
+        every way a job becomes ready sends a notice that wakes it at once, so the poll is only
+        the fallback for a notice lost with the listener (docs/runtime.md, Wake-up).
         ``gc_freeze``: the first start in a process freezes the heap it finds
         (``storage.runtime.heap``, docs/runtime.md); ``False`` leaves the garbage collector alone.
         """
