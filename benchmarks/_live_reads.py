@@ -137,7 +137,7 @@ async def run(dsn: str, schema: str, *, reads: int, seconds: float) -> Misses:
             headers={"Authorization": f"Bearer {TOKEN}"},
         ) as http,
     ):
-        await worker.start(maintenance_interval=0.05)
+        await worker.start(maintenance_interval=0.2)
         background = [asyncio.create_task(feed(actor)), asyncio.create_task(answer(actor))]
         try:
             readers = [read(reader, http, turn) for turn in range(READERS)]

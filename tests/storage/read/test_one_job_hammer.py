@@ -13,7 +13,7 @@ SECONDS = 6.0  # the cap: on a loaded shared machine far fewer reads fit in it
 
 async def test_every_read_of_a_live_workload_finds_its_job(migrated_dsn: str, schema: str) -> None:
     misses = await run(migrated_dsn, schema, reads=READS, seconds=SECONDS)
-    assert misses.reads >= 200, misses  # the workload ran, and was read throughout
+    assert misses.reads >= 100, misses  # the workload ran, and was read throughout
     assert misses.http_reads > 0, misses
     assert misses.keyed_inserts > 0, misses
     assert (misses.none, misses.not_found_http, misses.job_not_found) == (0, 0, 0), misses
