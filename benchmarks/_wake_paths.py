@@ -221,14 +221,24 @@ PATHS: dict[str, Setup] = {
 }
 
 
-async def wake_seconds(b: Bench, setup: Setup, n: int, bound: float) -> float:
-    """Ready the ``n``-th job by ``setup``'s path, the runtime idle; seconds from the last
-    step's start to the handler's start. Raises ``TimeoutError`` past ``bound``."""
+@dataclass(frozen=True)
+class Wake:
+    """Seconds from the start of a path's last call to the handler's start, and how long that
+    call itself took (it commits the ready job, then may read it back)."""
+
+    seconds: float
+    call_seconds: float
+
+
+async def wake_seconds(b: Bench, setup: Setup, n: int, bound: float) -> Wake:
+    """Ready the ``n``-th job by ``setup``'s path, the runtime idle, and time it. Raises
+    ``TimeoutError`` when the handler has not started ``bound`` seconds after the call began."""
     action = await setup(b, n)
     await b.until_idle()
     while not b.started.empty():  # runs of the setup (a first, failing run) are not timed
         b.started.get_nowait()
     began = time.perf_counter()
     await action()
-    started = await asyncio.wait_for(b.started.get(), bound - (time.perf_counter() - began))
-    return started - began
+    returned = time.perf_counter()
+    started = await asyncio.wait_for(b.started.get(), bound - (returned - began))
+    return Wake(started - began, returned - began)
