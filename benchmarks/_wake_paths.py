@@ -96,7 +96,7 @@ async def bench(dsn: str, schema: str) -> AsyncIterator[Bench]:
         try:
             yield b
         finally:
-            await worker.shutdown(abandon=True)
+            await worker.shutdown()  # its handlers are quick: let the last one finish
 
 
 Action = Callable[[], Awaitable[object]]
