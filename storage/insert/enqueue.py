@@ -51,7 +51,6 @@ RETURNING job_id, run_at, created_at
 """,
     **_KEYS,
 )
-INSERT_READY = INSERT_READY_SQL[False]
 
 INSERT_DEFERRED_SQL = with_or_without(
     """
