@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, pooled
 from storage.finalize import attempt_writes
 from storage.finalize.rules import Failure, completes_on_general_path
 from storage.finalize.types import (
@@ -290,7 +290,7 @@ async def _write(
     commit is safe: the ``(job_id, run_lease)`` guard turns it into "already written"."""
 
     async def attempt() -> Ended:
-        async with host.pool.acquire() as conn:
+        async with pooled(host.pool) as conn:
             return await transition(conn)
 
     return await retry_transient(
@@ -374,7 +374,7 @@ async def _completed_row(host: WorkerHost, claimed: ClaimedJob) -> JobRow | None
     row is gone). Its times are read here, as the claim does not fetch them."""
 
     async def read() -> tuple[datetime, datetime] | None:
-        async with host.pool.acquire() as conn:
+        async with pooled(host.pool) as conn:
             return await claim.ready_times(conn, claimed.job_id, claimed.run_lease)
 
     times = await retry_transient(f"read of job {claimed.job_id}", read, stop=host.pool.is_closing)

@@ -2,22 +2,20 @@
 
 It holds one pool connection. When the server or the network drops it, the termination
 callback marks it lost and wakes whoever waits; ``ensure`` then hands the dead connection back
-to the pool (so a killed listener never leaks a pool slot) and LISTENs again on a fresh one.
+to the pool (``give_back``: so a killed listener, or one whose UNLISTEN or release fails, never
+leaks a pool slot) and LISTENs again on a fresh one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage.runtime.supervise import describe
-
-log = logging.getLogger("storage")
+from storage.db.pool import give_back
 
 Notice = Callable[[object, int, str, object], None]
 
@@ -48,9 +46,9 @@ class NoticeListener:
         await self.close()
         conn = await self._pool.acquire()
         try:
+            conn.add_termination_listener(self._terminated)
             for channel, handler in self._channels.items():
                 await conn.add_listener(channel, handler)
-            conn.add_termination_listener(self._terminated)
         except BaseException:
             await self._give_back(conn)
             raise
@@ -68,20 +66,20 @@ class NoticeListener:
     async def close(self) -> None:
         """Stop listening and hand the connection back to the pool (dead or alive)."""
         conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if not self._lost.is_set() and not conn.is_closed():
-                for channel, handler in self._channels.items():
-                    await conn.remove_listener(channel, handler)
-        finally:
+        if conn is not None:
             await self._give_back(conn)
 
     async def _give_back(self, conn: PoolConnectionProxy[asyncpg.Record]) -> None:
-        try:
-            await self._pool.release(conn)
-        except Exception as exc:  # the pool terminated the broken connection; it is gone
-            log.warning("listener connection released with an error (%s)", describe(exc))
+        """UNLISTEN, then give the connection back (``give_back``: released, or terminated
+        when that fails, as it does for a dead one whose listeners cannot be removed)."""
+        conn.remove_termination_listener(self._terminated)  # it is no longer ours to watch
+        task = asyncio.current_task()
+        try:  # a cancelled task waits on no server: give_back terminates the connection then
+            if not conn.is_closed() and not (task is not None and task.cancelling()):
+                for channel, handler in self._channels.items():
+                    await conn.remove_listener(channel, handler)
+        finally:
+            await give_back(self._pool, conn)
 
     def _terminated(self, _conn: object) -> None:
         self._lost.set()
