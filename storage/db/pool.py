@@ -139,8 +139,7 @@ async def give_back(pool: asyncpg.Pool, conn: PoolConnectionProxy[asyncpg.Record
     cancelled (a reset waits on the server; a cancelled task must not wait). A release error
     is logged, not raised: whatever the connection was borrowed for is done by now.
     """
-    # The proxy's connection: None once released.
-    raw: asyncpg.Connection[Any] | None = conn._con  # type: ignore[attr-defined]
+    raw = connection_of(conn)
     if raw is None:
         return
     task = asyncio.current_task()
@@ -150,11 +149,19 @@ async def give_back(pool: asyncpg.Pool, conn: PoolConnectionProxy[asyncpg.Record
     try:
         await pool.release(conn)
     except BaseException as exc:
-        if (raw := conn._con) is not None:  # type: ignore[attr-defined]  # still not released
+        if (raw := connection_of(conn)) is not None:  # still not released
             raw.terminate()  # else its slot would never come back
         if not isinstance(exc, Exception):
             raise
         log.warning("a pooled connection was terminated: releasing it failed (%s)", describe(exc))
+
+
+def connection_of(conn: PoolConnectionProxy[asyncpg.Record]) -> asyncpg.Connection[Any] | None:
+    """The connection behind a borrowed proxy; None once it went back to its pool (released,
+    or terminated: a connection whose backend died is handed back by asyncpg itself, and any
+    call on its proxy then raises ``InterfaceError``)."""
+    raw: asyncpg.Connection[Any] | None = conn._con  # type: ignore[attr-defined]
+    return raw
 
 
 async def close_pool(pool: asyncpg.Pool, within: float | None) -> bool:

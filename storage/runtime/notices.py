@@ -15,7 +15,7 @@ from collections.abc import Callable
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage.db.pool import give_back
+from storage.db.pool import connection_of, give_back
 
 Notice = Callable[[object, int, str, object], None]
 
@@ -32,12 +32,20 @@ class NoticeListener:
 
     @property
     def active(self) -> bool:
-        return self._conn is not None and not self._lost.is_set()
+        # A dead connection is handed back by asyncpg before its termination callback runs.
+        return self._live() is not None
 
     @property
     def pid(self) -> int | None:
         """The server process id of the live listening connection, if any."""
-        return self._conn.get_server_pid() if self.active and self._conn is not None else None
+        live = self._live()
+        return live.get_server_pid() if live is not None else None
+
+    def _live(self) -> asyncpg.Connection[asyncpg.Record] | None:
+        if self._conn is None or self._lost.is_set():
+            return None
+        raw = connection_of(self._conn)
+        return raw if raw is not None and not raw.is_closed() else None
 
     async def ensure(self) -> None:
         """LISTEN on every channel, on a fresh connection if the last one was lost."""
@@ -60,7 +68,7 @@ class NoticeListener:
         last resort, in case the loss went unnoticed)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._lost.wait(), check_every)
-        if self._conn is not None and self._conn.is_closed():
+        if self._conn is not None and self._live() is None:
             self._lost.set()
 
     async def close(self) -> None:
@@ -72,12 +80,15 @@ class NoticeListener:
     async def _give_back(self, conn: PoolConnectionProxy[asyncpg.Record]) -> None:
         """UNLISTEN, then give the connection back (``give_back``: released, or terminated
         when that fails, as it does for a dead one whose listeners cannot be removed)."""
-        conn.remove_termination_listener(self._terminated)  # it is no longer ours to watch
+        raw = connection_of(conn)
+        if raw is None:  # its backend died and asyncpg already handed it back
+            return
+        raw.remove_termination_listener(self._terminated)  # it is no longer ours to watch
         task = asyncio.current_task()
         try:  # a cancelled task waits on no server: give_back terminates the connection then
-            if not conn.is_closed() and not (task is not None and task.cancelling()):
+            if not raw.is_closed() and not (task is not None and task.cancelling()):
                 for channel, handler in self._channels.items():
-                    await conn.remove_listener(channel, handler)
+                    await raw.remove_listener(channel, handler)
         finally:
             await give_back(self._pool, conn)
 
