@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from storage.db.pool import connect_once, create_pool, pooled
+from storage.db.pool import connect_once, connection_of, create_pool, pooled
 from storage.runtime.notices import NoticeListener
 
 WATCHDOG = 20.0
@@ -86,6 +86,24 @@ async def test_the_listener_gives_its_connection_back_after_its_backend_is_kille
     async with asyncio.timeout(WATCHDOG):
         await lost.wait()  # its termination listener heard of it
     await listener.close()  # its listeners are still registered on the dead connection
+    await _slot_is_free(one_slot)
+
+
+async def test_the_listener_gives_back_a_connection_aborted_under_it(
+    one_slot: asyncpg.Pool,
+) -> None:
+    """The chaos test's hang: a protocol abort closes a connection without asyncpg's cleanup
+    (its own comment in ``PoolConnectionHolder.release``), so no termination callback runs,
+    the listeners stay registered, and ``Pool.release`` raised on them before freeing the
+    slot. ``_abort`` puts the connection in exactly that state."""
+    listener = NoticeListener(one_slot, {"awa_test_channel": _ignore}, _ignore)
+    await listener.ensure()
+    assert listener._conn is not None
+    raw = connection_of(listener._conn)
+    assert raw is not None
+    raw._abort()  # type: ignore[attr-defined]
+    assert not listener.active
+    await listener.close()
     await _slot_is_free(one_slot)
 
 
