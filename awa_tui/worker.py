@@ -244,7 +244,7 @@ async def serve(settings: WorkerSettings) -> int:
         nonlocal started
         started += 1
 
-    client.on_event(count, ["started"])
+    client.on_event(count, names=["started"])  # every kind: the runtime's own
     try:
         await client.start(
             settings.queues,

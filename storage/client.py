@@ -331,9 +331,17 @@ class Client:
         return row.model_copy(update={"declared_output_type": declared.type_name})
 
     # -- events -------------------------------------------------------------------------------
-    def on_event(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
-        """Call ``listener`` after each lifecycle transition commits (in process, best effort)."""
-        self.events.subscribe(listener, kinds)
+    def on_event(
+        self,
+        listener: Listener,
+        kinds: Collection[str] | None = None,
+        *,
+        names: Collection[str] | None = None,
+    ) -> None:
+        """Call ``listener`` after each lifecycle transition commits (in process, best effort),
+        for jobs of ``kinds`` and events named in ``names`` (``storage.values.events``'s
+        ``EVENT_NAMES``; an unknown one raises ``InvalidOption``), or all of them."""
+        self.events.subscribe(listener, kinds, names)
 
     def emit(self, event: JobEvent) -> None:
         self.events.emit(event)

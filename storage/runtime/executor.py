@@ -123,7 +123,7 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
         mismatch = _Failed(Failure.TERMINAL, f"args do not match {spec.args_type_name}: {exc}")
         return await _finish(host, claimed, _record(claimed), mismatch, tracker)
     tracker.job = job
-    if host.events.wants(claimed.kind):
+    if host.events.wants(claimed.kind, "started"):
         host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict: _Completed | _Failed | Snooze | WaitForCallback
     try:
@@ -271,7 +271,7 @@ def _emit_ended(
     if ended.outcome is not Outcome.WRITTEN or ended.state is None:
         return
     name = _EVENT_OF_STATE.get(ended.state)
-    if name is None or not host.events.wants(claimed.kind):
+    if name is None or not host.events.wants(claimed.kind, name):
         return  # no listener: do not decode the output for nobody
     output = orjson.loads(output_text) if output_text is not None else None
     host.events.emit(JobEvent(name, claimed.job_id, claimed.kind, claimed.queue, output))
