@@ -125,7 +125,7 @@ class DemoClient(Client):
     feeder: asyncio.Task[None] | None = None
     workload: Client | None = None  # the writing client, when the console's own is read-only
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = Client.CLOSE_TIMEOUT) -> None:  # noqa: ASYNC109
         if self.feeder is not None:
             self.feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,7 +136,7 @@ class DemoClient(Client):
         # before they write anything, so their attempts stay open and a later worker rescues
         # them at their deadline.
         await self.shutdown(abandon=True)
-        await super().close()
+        await super().close(timeout)
 
 
 def register(client: Client) -> None:

@@ -244,7 +244,7 @@ async def serve(settings: WorkerSettings) -> int:
         nonlocal started
         started += 1
 
-    client.on_event(count, ["started"])
+    client.on_event(count, names=["started"])  # every kind: the runtime's own
     try:
         await client.start(
             settings.queues,
@@ -281,7 +281,7 @@ async def serve(settings: WorkerSettings) -> int:
         await client.shutdown(grace=settings.grace)
         await client.close()
     except (AwaError, OSError) as exc:
-        await client.pool.close()
+        client.pool.terminate()  # failing anyway: nothing to wait for (a no-op once closed)
         return fail(describe(exc).text, exit_code(exc), settings.dsn)
     say(f"stopped on {received[0]} after starting {started} jobs; completions flushed")
     return EXIT_OK

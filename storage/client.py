@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -13,7 +14,7 @@ import asyncpg
 from storage.callback_ops import CallbackOperations
 from storage.db.metrics import OutputMetrics
 from storage.db.migrator import LATEST_VERSION
-from storage.db.pool import acquire, create_pool, snapshot
+from storage.db.pool import acquire, close_pool, create_pool, snapshot, translate_errors
 from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
 from storage.insert.enqueue import NewJob
@@ -24,7 +25,13 @@ from storage.runtime.batcher import CompletionBatcher
 from storage.runtime.notices import NoticeListener
 from storage.session import Delegated, Session
 from storage.tasks import Tasks, TaskSpec
-from storage.values.errors import InvalidOption, SchemaNotMigrated, UnknownKind
+from storage.values.errors import (
+    AwaError,
+    InvalidOption,
+    SchemaNotMigrated,
+    UnknownKind,
+    describe,
+)
 from storage.values.events import JobEvent, Listener
 from storage.values.health import Health
 from storage.values.models import JobRow
@@ -32,6 +39,7 @@ from storage.values.names import channel, check_stored_name
 from storage.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+log = logging.getLogger("storage")
 
 KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
 SCHEMA_READY = "SELECT to_regclass(current_schema() || '.ready_entries') IS NOT NULL"
@@ -48,6 +56,9 @@ class Client:
     (operator reads and actions), ``callback_ops`` (callbacks) and ``worker`` (the runtime),
     whose methods it publishes under their own names. The runtime sees it as a ``WorkerHost``.
     """
+
+    CLOSE_TIMEOUT = 30.0
+    """Seconds ``close`` waits for running handlers and connections by default."""
 
     def __init__(
         self,
@@ -116,7 +127,7 @@ class Client:
                     )
                 await client.session.probe.present(conn)
         except BaseException:
-            await pool.close()
+            pool.terminate()  # nothing runs on it yet: no need to wait for anything
             raise
         return client
 
@@ -129,11 +140,45 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        if exc is None:
+            await self.close()
+            return
+        try:  # the block's own error is the one to see; a close that failed too is logged
+            await self.close()
+        except AwaError as failed:
+            log.warning("closing the client after an error failed too (%s)", describe(failed))
 
-    async def close(self) -> None:
-        await self.shutdown()
-        await self.pool.close()
+    # ``timeout`` is not a bound the caller could set with asyncio.timeout: when it runs out,
+    # close goes on (terminating what is left) rather than stopping half way.
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Stop the runtime (running handlers finish, completions are flushed), stop listening
+        and close the pool, all within ``timeout`` seconds (None: no bound). When the bound
+        runs out, running handlers are abandoned (maintenance rescues their jobs) and every
+        connection is terminated. However it ends, the pool is closed afterwards.
+
+        Raises only ``AwaError`` (``ConnectionFailed`` when the database went away while
+        closing), and only after everything is closed.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        bound = asyncio.timeout_at(deadline)
+        with translate_errors(self.dsn, "close"):
+            try:
+                async with bound:
+                    await self.shutdown()
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                log.warning(
+                    "close: the runtime did not stop within %gs; its handlers were abandoned",
+                    timeout,
+                )
+            finally:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                if not await close_pool(self.pool, left):
+                    log.warning(
+                        "close: connections still in use after %gs were terminated", timeout
+                    )
 
     # -- tasks (the registry lives in storage.tasks) ----------------------------------------
     def task(
@@ -286,9 +331,17 @@ class Client:
         return row.model_copy(update={"declared_output_type": declared.type_name})
 
     # -- events -------------------------------------------------------------------------------
-    def on_event(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
-        """Call ``listener`` after each lifecycle transition commits (in process, best effort)."""
-        self.events.subscribe(listener, kinds)
+    def on_event(
+        self,
+        listener: Listener,
+        kinds: Collection[str] | None = None,
+        *,
+        names: Collection[str] | None = None,
+    ) -> None:
+        """Call ``listener`` after each lifecycle transition commits (in process, best effort),
+        for jobs of ``kinds`` and events named in ``names`` (``storage.values.events``'s
+        ``EVENT_NAMES``; an unknown one raises ``InvalidOption``), or all of them."""
+        self.events.subscribe(listener, kinds, names)
 
     def emit(self, event: JobEvent) -> None:
         self.events.emit(event)

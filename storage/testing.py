@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.client import Client
+from storage.db.pool import pooled
 from storage.finalize.types import AttemptRef, CompactCompletion, Ended, Outcome
 from storage.runtime import claim, executor
 from storage.runtime.job import Job
@@ -36,7 +37,7 @@ async def work_one(
     client: Client, queues: Sequence[str] = ("default",), *, deadline_seconds: float = 1800.0
 ) -> WorkResult | None:
     """Claim and run one job from ``queues``; None when nothing is available."""
-    async with client.pool.acquire() as conn:
+    async with pooled(client.pool) as conn:
         claimed = await claim.claim_batch(conn, list(queues), 1, deadline_seconds)
     if not claimed:
         return None

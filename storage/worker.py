@@ -17,9 +17,9 @@ from storage.runtime import heap
 from storage.runtime.host import WorkerHost
 from storage.runtime.loop import Runtime, queue_limits
 from storage.runtime.sizing import Sizing
-from storage.runtime.supervise import describe, is_transient
+from storage.runtime.supervise import is_transient
 from storage.session import Session
-from storage.values.errors import AwaError, DatabaseError, ReadOnlyError, StartFailed
+from storage.values.errors import AwaError, DatabaseError, ReadOnlyError, StartFailed, describe
 from storage.values.health import STOPPED, Health
 from storage.values.names import check_stored_name
 
@@ -118,10 +118,12 @@ class Worker:
         """Stop the runtime, letting running handlers finish (within ``grace`` seconds, when
         given) or abandoning them; abandoned attempts run again once maintenance rescues them."""
         runtime, self.runtime = self.runtime, None
-        if runtime is not None:
-            await runtime.stop(abandon=abandon, grace=grace)
-        await self._host.batcher.drain()
-        await self._host.notices.close()
+        try:
+            if runtime is not None:
+                await runtime.stop(abandon=abandon, grace=grace)
+            await self._host.batcher.drain()
+        finally:  # even when stopping failed or was cancelled: the listener's slot comes back
+            await self._host.notices.close()
 
     async def run_until_idle(self, /, queues: Sequence[str] | None = None, **options: Any) -> None:
         """Run workers until no available or running job is left in the queues (tests, demos).

@@ -3,13 +3,17 @@ translated."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Self, TypeAlias
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import orjson
+from asyncpg.exceptions._base import InternalClientError
 from asyncpg.pool import PoolConnectionProxy
 
 from storage.values.errors import (
@@ -21,9 +25,12 @@ from storage.values.errors import (
     PermissionDenied,
     ReadOnlyError,
     SchemaNotMigrated,
+    describe,
 )
 from storage.values.names import check_schema_name
 from storage.values.redact import redact_dsn, redact_secrets
+
+log = logging.getLogger("storage")
 
 # A plain connection or one borrowed from a pool: engine functions accept either.
 Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
@@ -48,6 +55,43 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
+def libpq_order(dsn: str | None) -> str | None:
+    """``dsn`` as asyncpg must read it to connect where libpq would.
+
+    In libpq a ``host=`` or ``port=`` in a URL's query wins over the URL's own host and port:
+    ``postgresql://u@localhost/db?host=/run/pg`` is the socket in /run/pg. asyncpg reads the
+    URL's first, so that went to localhost over TCP. The URL's hosts and ports are moved into
+    the query here, where asyncpg reads them after the query's own (which are kept); a URL
+    port still applies to a query host, as in libpq. Anything else is left as it is.
+    """
+    if not dsn or "?" not in dsn:
+        return dsn
+    try:
+        parts = urlsplit(dsn)
+        query = parse_qs(parts.query, keep_blank_values=True)
+    except ValueError:  # malformed: asyncpg says how, with the DSN checks around it
+        return dsn
+    given = {key for key in ("host", "port") if query.get(key, [""])[-1]}
+    auth, at, hostspec = parts.netloc.rpartition("@")
+    if not given or not hostspec:
+        return dsn
+    hosts, ports = [], []
+    for spec in hostspec.split(","):
+        if spec.startswith("["):  # [IPv6]:port
+            address, _, rest = spec.partition("]")
+            host, port = address + "]", rest.removeprefix(":")
+        else:
+            host, _, port = spec.partition(":")
+        hosts.append(host)
+        ports.append(port)
+    moved = [] if "host" in given else ["host=" + ",".join(hosts)]
+    if "port" not in given and any(ports):
+        moved.append("port=" + ",".join(port or "5432" for port in ports))
+    query_text = "&".join([parts.query, *moved])
+    fragment = f"#{parts.fragment}" if parts.fragment else ""  # urlunsplit drops an empty "//"
+    return f"{parts.scheme}://{auth}{at}{parts.path}?{query_text}{fragment}"
+
+
 async def create_pool(
     dsn: str | None,
     schema: str,
@@ -64,7 +108,7 @@ async def create_pool(
         settings["default_transaction_read_only"] = "on"
     with translate_errors(dsn):
         return await asyncpg.create_pool(
-            dsn,
+            libpq_order(dsn),
             min_size=min_size,
             max_size=max_size,
             init=_init_connection,
@@ -91,6 +135,68 @@ async def snapshot(conn: Conn) -> AsyncIterator[None]:
 
 
 @asynccontextmanager
+async def pooled(pool: asyncpg.Pool) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+    """A connection from ``pool`` that always comes back (``give_back``). Every connection the
+    engine borrows is borrowed here, except the listener's, held across calls, which goes back
+    through ``give_back`` too (``tests/storage/db/test_give_back.py`` checks both)."""
+    conn = await pool.acquire()
+    try:
+        yield conn
+    finally:
+        await give_back(pool, conn)
+
+
+async def give_back(pool: asyncpg.Pool, conn: PoolConnectionProxy[asyncpg.Record]) -> None:
+    """Return ``conn`` to ``pool``, or terminate it: either way its pool slot is free after.
+
+    ``Pool.release`` can raise before it frees the slot (asyncpg warns about listeners left
+    on the connection, an error under ``-W error``) or while it resets the connection (the
+    server went away); a slot never freed makes ``Pool.close()`` wait forever. A dead
+    connection is terminated without a reset, and so is one given back by a task being
+    cancelled (a reset waits on the server; a cancelled task must not wait). A release error
+    is logged, not raised: whatever the connection was borrowed for is done by now.
+    """
+    raw = connection_of(conn)
+    if raw is None:
+        return
+    task = asyncio.current_task()
+    if raw.is_closed() or (task is not None and task.cancelling()):
+        raw.terminate()  # frees the slot at once (asyncpg's holder is told on close)
+        return
+    try:
+        await pool.release(conn)
+    except BaseException as exc:
+        if (raw := connection_of(conn)) is not None:  # still not released
+            raw.terminate()  # else its slot would never come back
+        if not isinstance(exc, Exception):
+            raise
+        log.warning("a pooled connection was terminated: releasing it failed (%s)", describe(exc))
+
+
+def connection_of(conn: PoolConnectionProxy[asyncpg.Record]) -> asyncpg.Connection[Any] | None:
+    """The connection behind a borrowed proxy; None once it went back to its pool (released,
+    or terminated: a connection whose backend died is handed back by asyncpg itself, and any
+    call on its proxy then raises ``InterfaceError``)."""
+    raw: asyncpg.Connection[Any] | None = conn._con  # type: ignore[attr-defined]
+    return raw
+
+
+async def close_pool(pool: asyncpg.Pool, within: float | None) -> bool:
+    """Close ``pool``: gracefully (every connection given back, then closed) ``within`` that
+    many seconds (None: no bound), else by terminating every connection. Returns whether the
+    graceful close finished; the pool is closed either way, even when this raises (cancelled,
+    or a driver error, raised as it came: translate it at the call)."""
+    try:
+        async with asyncio.timeout(within):
+            await pool.close()
+    except TimeoutError:
+        return False
+    finally:
+        pool.terminate()  # a no-op once closed
+    return True
+
+
+@asynccontextmanager
 async def acquire(
     pool: asyncpg.Pool, dsn: str | None, operation: str
 ) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
@@ -98,7 +204,7 @@ async def acquire(
     while (re)connecting as a connection failure, afterwards as a failure of ``operation``."""
     translator = translate_errors(dsn, operation, connecting=True)
     with translator:
-        async with pool.acquire() as conn:
+        async with pooled(pool) as conn:
             translator.connecting = False
             yield conn
 
@@ -183,6 +289,7 @@ class translate_errors:
             exc,
             asyncpg.ConnectionDoesNotExistError
             | asyncpg.InterfaceError
+            | InternalClientError  # asyncpg's state for a connection that died under it
             | asyncpg.PostgresConnectionError
             | asyncpg.OperatorInterventionError,
         ):
@@ -215,7 +322,7 @@ def _timeout_message(exc: Exception, operation: str) -> str | None:
 async def connect_once(dsn: str | None) -> AsyncIterator[asyncpg.Connection]:
     """A single plain connection (migrations, probes) with errors translated."""
     with translate_errors(dsn):
-        conn = await asyncpg.connect(dsn)
+        conn = await asyncpg.connect(libpq_order(dsn))
     try:
         yield conn
     finally:

@@ -8,13 +8,19 @@ is an ``isinstance`` check (when the kind declares an args type) and the JSON te
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from storage.insert import unique
 from storage.insert.enqueue import KeyedJob, NewJob
-from storage.values.codec import JsonConversionError, JsonDecodeMismatch, decode_value, to_json_text
+from storage.values.codec import (
+    JsonConversionError,
+    JsonDecodeMismatch,
+    decode_value,
+    to_json_text,
+    to_json_value,
+)
 from storage.values.errors import ArgsValidationError, AwaError, InvalidOption, UnknownKind
 from storage.values.names import check_stored_name
 from storage.values.payload import build_payload
@@ -39,6 +45,22 @@ class KindSpec(Protocol):
 
 Resolved = tuple[str, str, "type | None"]
 """An args type's kind, queue and the args type its kind declares (None: any)."""
+
+
+def _naive_or_type(value: object) -> str:
+    return "naive datetime" if isinstance(value, datetime) else type(value).__name__
+
+
+def _stored_options(metadata: dict[str, Any] | None, tags: Iterable[str]) -> dict[str, Any]:
+    """``metadata`` and ``tags`` as JSON stores them, converted and checked by the codec that
+    converts args and outputs (NaN and infinity refused: orjson alone writes them as null)."""
+    converted: dict[str, Any] = {}
+    for name, value in (("metadata", metadata or None), ("tags", list(tags))):
+        try:
+            converted[name] = to_json_value(value)
+        except JsonConversionError as exc:
+            raise InvalidOption(f"{name}= cannot be stored: {exc}; nothing was inserted.") from exc
+    return converted
 
 
 class InsertPlan:
@@ -66,10 +88,17 @@ class InsertPlan:
             raise AwaError(f"Priority must be between 1 (highest) and 4, not {self.priority}.")
         if self.max_attempts < 1:
             raise AwaError(f"max_attempts must be at least 1, not {self.max_attempts}.")
+        if self.run_at is not None and (
+            not isinstance(self.run_at, datetime) or self.run_at.utcoffset() is None
+        ):
+            raise InvalidOption(
+                "run_at must be a timezone-aware datetime (such as datetime.now(UTC) + "
+                f"timedelta(minutes=5)), not a {_naive_or_type(self.run_at)}; nothing was inserted."
+            )
         if self.unique_key is None and states is not None:
             raise InvalidOption("unique_states= needs a unique_key=; nothing was inserted.")
         self.states = unique.resolve_states(states) if self.unique_key is not None else ()
-        self.payload = build_payload(metadata=metadata, tags=tuple(tags))
+        self.payload = build_payload(**_stored_options(metadata, tags))
         self._by_type: dict[type, Resolved] = {}
 
     def resolve(self, args: Any) -> Resolved:

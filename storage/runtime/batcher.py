@@ -16,7 +16,7 @@ from typing import Generic, Protocol, TypeVar
 
 import asyncpg
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, pooled
 from storage.finalize import compact_writes, general_writes
 from storage.finalize.types import CompactCompletion, GeneralCompletion, Outcome
 from storage.runtime.supervise import retry_transient
@@ -189,7 +189,7 @@ class CompletionBatcher:
     async def _flush_with_retries(self, queue: _Queue[T], items: list[T]) -> list[Outcome]:
         async def flush() -> list[Outcome]:
             supported = await self._outputs_supported()
-            async with self._pool.acquire() as conn:
+            async with pooled(self._pool) as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.
                 return await queue.write(conn, items, supported)
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, pooled
 from storage.finalize import attempt_writes
 from storage.finalize.rules import Failure, completes_on_general_path
 from storage.finalize.types import (
@@ -123,7 +123,7 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
         mismatch = _Failed(Failure.TERMINAL, f"args do not match {spec.args_type_name}: {exc}")
         return await _finish(host, claimed, _record(claimed), mismatch, tracker)
     tracker.job = job
-    if host.events.wants(claimed.kind):
+    if host.events.wants(claimed.kind, "started"):
         host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict: _Completed | _Failed | Snooze | WaitForCallback
     try:
@@ -271,7 +271,7 @@ def _emit_ended(
     if ended.outcome is not Outcome.WRITTEN or ended.state is None:
         return
     name = _EVENT_OF_STATE.get(ended.state)
-    if name is None or not host.events.wants(claimed.kind):
+    if name is None or not host.events.wants(claimed.kind, name):
         return  # no listener: do not decode the output for nobody
     output = orjson.loads(output_text) if output_text is not None else None
     host.events.emit(JobEvent(name, claimed.job_id, claimed.kind, claimed.queue, output))
@@ -290,7 +290,7 @@ async def _write(
     commit is safe: the ``(job_id, run_lease)`` guard turns it into "already written"."""
 
     async def attempt() -> Ended:
-        async with host.pool.acquire() as conn:
+        async with pooled(host.pool) as conn:
             return await transition(conn)
 
     return await retry_transient(
@@ -374,7 +374,7 @@ async def _completed_row(host: WorkerHost, claimed: ClaimedJob) -> JobRow | None
     row is gone). Its times are read here, as the claim does not fetch them."""
 
     async def read() -> tuple[datetime, datetime] | None:
-        async with host.pool.acquire() as conn:
+        async with pooled(host.pool) as conn:
             return await claim.ready_times(conn, claimed.job_id, claimed.run_lease)
 
     times = await retry_transient(f"read of job {claimed.job_id}", read, stop=host.pool.is_closing)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, pooled
 from storage.db.sql import OPEN_ATTEMPTS
 from storage.finalize.types import AttemptKey, CompactCompletion, Outcome
 from storage.ops.maintenance import MaintenanceSettings, advance_horizon
@@ -230,18 +230,26 @@ class Runtime:
         self._slot_free.set()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        running = [a.task for a in self.inflight.values() if a.task is not None]
-        if running and not abandon and grace is not None:
-            _, late = await asyncio.wait(running, timeout=grace)
-            abandon = bool(late)
-        if abandon:
-            for attempt_task in running:
-                attempt_task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        await self.host.batcher.drain()
+        try:
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            running = [a.task for a in self.inflight.values() if a.task is not None]
+            if running and not abandon and grace is not None:
+                _, late = await asyncio.wait(running, timeout=grace)
+                abandon = bool(late)
+            if abandon:
+                for attempt_task in running:
+                    attempt_task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            await self.host.batcher.drain()
+        except asyncio.CancelledError:
+            # The stop itself was cancelled (``Client.close``'s bound ran out): nothing of
+            # this runtime may keep running after it, so every handler is abandoned.
+            for attempt in list(self.inflight.values()):
+                if attempt.task is not None:
+                    attempt.task.cancel()
+            raise
 
     def cancel_attempt(self, key: AttemptKey) -> None:
         attempt = self.inflight.get(key)
@@ -263,7 +271,7 @@ class Runtime:
         if self.inflight or not self.host.batcher.idle:
             return False
         promoting = self.maintenance_interval is not None
-        async with self.host.pool.acquire() as conn:
+        async with pooled(self.host.pool) as conn:
             return not await conn.fetchval(WORK_LEFT, self.queues, promoting)
 
     async def _dispatch_step(self) -> None:
@@ -276,7 +284,7 @@ class Runtime:
             return
         # Cleared before the claim: a wake-up that arrives while it runs is kept for the wait.
         self._wake.clear()
-        async with self.host.pool.acquire() as conn:
+        async with pooled(self.host.pool) as conn:
             jobs = await claim.claim_batch(conn, list(room), want, self.deadline_seconds, room)
         lag, self._lag = self._lag, None
         self.limit = self.sizing.next_limit(self.limit, filled=len(jobs) == want, lag=lag)
@@ -309,7 +317,7 @@ class Runtime:
         the claim batches above the horizon, so straight after a load they stay bounded even
         where no runtime runs maintenance (``maintenance_interval=None``)."""
         await self.host.batcher.drain()
-        async with self.host.pool.acquire() as conn:
+        async with pooled(self.host.pool) as conn:
             await advance_horizon(conn)
         self._claimed_since_quiet = False
 
@@ -354,7 +362,7 @@ class Runtime:
             self._recheck_cancels = True
         await self.host.ensure_listener()
         if self._recheck_cancels:
-            async with self.host.pool.acquire() as conn:
+            async with pooled(self.host.pool) as conn:
                 await self.cancel_cancelled(conn, [AttemptKey(*key) for key in self.inflight])
             self._recheck_cancels = False
         await self.host.notices.wait_lost(self.heartbeat_interval)
@@ -390,7 +398,7 @@ class Runtime:
         beats = [attempt for attempt in self.inflight.values() if attempt.running]
         if not beats:
             return
-        async with self.host.pool.acquire() as conn:
+        async with pooled(self.host.pool) as conn:
             await conn.execute(
                 HEARTBEAT,
                 [a.claimed.job_id for a in beats],

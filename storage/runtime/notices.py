@@ -2,22 +2,20 @@
 
 It holds one pool connection. When the server or the network drops it, the termination
 callback marks it lost and wakes whoever waits; ``ensure`` then hands the dead connection back
-to the pool (so a killed listener never leaks a pool slot) and LISTENs again on a fresh one.
+to the pool (``give_back``: so a killed listener, or one whose UNLISTEN or release fails, never
+leaks a pool slot) and LISTENs again on a fresh one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from storage.runtime.supervise import describe
-
-log = logging.getLogger("storage")
+from storage.db.pool import connection_of, give_back
 
 Notice = Callable[[object, int, str, object], None]
 
@@ -34,12 +32,20 @@ class NoticeListener:
 
     @property
     def active(self) -> bool:
-        return self._conn is not None and not self._lost.is_set()
+        # A dead connection is handed back by asyncpg before its termination callback runs.
+        return self._live() is not None
 
     @property
     def pid(self) -> int | None:
         """The server process id of the live listening connection, if any."""
-        return self._conn.get_server_pid() if self.active and self._conn is not None else None
+        live = self._live()
+        return live.get_server_pid() if live is not None else None
+
+    def _live(self) -> asyncpg.Connection[asyncpg.Record] | None:
+        if self._conn is None or self._lost.is_set():
+            return None
+        raw = connection_of(self._conn)
+        return raw if raw is not None and not raw.is_closed() else None
 
     async def ensure(self) -> None:
         """LISTEN on every channel, on a fresh connection if the last one was lost."""
@@ -48,9 +54,9 @@ class NoticeListener:
         await self.close()
         conn = await self._pool.acquire()
         try:
+            conn.add_termination_listener(self._terminated)
             for channel, handler in self._channels.items():
                 await conn.add_listener(channel, handler)
-            conn.add_termination_listener(self._terminated)
         except BaseException:
             await self._give_back(conn)
             raise
@@ -62,26 +68,29 @@ class NoticeListener:
         last resort, in case the loss went unnoticed)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._lost.wait(), check_every)
-        if self._conn is not None and self._conn.is_closed():
+        if self._conn is not None and self._live() is None:
             self._lost.set()
 
     async def close(self) -> None:
         """Stop listening and hand the connection back to the pool (dead or alive)."""
         conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if not self._lost.is_set() and not conn.is_closed():
-                for channel, handler in self._channels.items():
-                    await conn.remove_listener(channel, handler)
-        finally:
+        if conn is not None:
             await self._give_back(conn)
 
     async def _give_back(self, conn: PoolConnectionProxy[asyncpg.Record]) -> None:
-        try:
-            await self._pool.release(conn)
-        except Exception as exc:  # the pool terminated the broken connection; it is gone
-            log.warning("listener connection released with an error (%s)", describe(exc))
+        """UNLISTEN, then give the connection back (``give_back``: released, or terminated
+        when that fails, as it does for a dead one whose listeners cannot be removed)."""
+        raw = connection_of(conn)
+        if raw is None:  # its backend died and asyncpg already handed it back
+            return
+        raw.remove_termination_listener(self._terminated)  # it is no longer ours to watch
+        task = asyncio.current_task()
+        try:  # a cancelled task waits on no server: give_back terminates the connection then
+            if not raw.is_closed() and not (task is not None and task.cancelling()):
+                for channel, handler in self._channels.items():
+                    await raw.remove_listener(channel, handler)
+        finally:
+            await give_back(self._pool, conn)
 
     def _terminated(self, _conn: object) -> None:
         self._lost.set()

@@ -22,7 +22,7 @@ from typing import NamedTuple, TypeVar
 import asyncpg
 from asyncpg.exceptions._base import InternalClientError
 
-from storage.values.errors import ConnectionFailed, DatabaseError
+from storage.values.errors import ConnectionFailed, DatabaseError, describe
 from storage.values.health import Health, HealthState
 
 log = logging.getLogger("storage")
@@ -51,14 +51,6 @@ def is_transient(exc: BaseException) -> bool:
         # Translated at the boundary (too many clients at connect): judged by the server's code.
         return is_transient(exc.__cause__)
     return False
-
-
-def describe(exc: BaseException) -> str:
-    """The error class and SQLSTATE: what happened, without the data a message can quote."""
-    # A translated engine error carries the driver's SQLSTATE on its cause.
-    code = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
-    name = type(exc).__name__
-    return f"{name} (SQLSTATE {code})" if isinstance(code, str) else name
 
 
 class Backoff:

@@ -16,6 +16,14 @@ class AwaError(Exception):
         super().__init__(self.message)
 
 
+def describe(exc: BaseException) -> str:
+    """The error class and SQLSTATE: what happened, without the data a message can quote."""
+    # A translated engine error carries the driver's SQLSTATE on its cause.
+    code = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+    name = type(exc).__name__
+    return f"{name} (SQLSTATE {code})" if isinstance(code, str) else name
+
+
 class TerminalError(AwaError):
     """The handler failed in a way that retrying cannot fix; the job fails without retrying."""
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from storage.values.errors import InvalidOption
+
 log = logging.getLogger("storage")
 
 EVENT_NAMES = (
@@ -37,19 +39,42 @@ Listener = Callable[[JobEvent], object]
 
 class EventBus:
     def __init__(self) -> None:
-        self._listeners: list[tuple[Listener, frozenset[str] | None]] = []
+        # (listener, kinds, event names): None takes every kind, or every event.
+        self._listeners: list[tuple[Listener, frozenset[str] | None, frozenset[str] | None]] = []
 
-    def subscribe(self, listener: Listener, kinds: Collection[str] | None = None) -> None:
-        self._listeners.append((listener, frozenset(kinds) if kinds is not None else None))
+    def subscribe(
+        self,
+        listener: Listener,
+        kinds: Collection[str] | None = None,
+        names: Collection[str] | None = None,
+    ) -> None:
+        if names is not None and (unknown := sorted(set(names) - set(EVENT_NAMES))):
+            raise InvalidOption(
+                f"Unknown event name(s) {', '.join(map(repr, unknown))}; the events are "
+                f"{', '.join(EVENT_NAMES)}."
+            )
+        self._listeners.append(
+            (
+                listener,
+                frozenset(kinds) if kinds is not None else None,
+                frozenset(names) if names is not None else None,
+            )
+        )
 
-    def wants(self, kind: str) -> bool:
-        """Whether any listener would receive an event of ``kind`` (skip building it if not)."""
+    def wants(self, kind: str, name: str | None = None) -> bool:
+        """Whether any listener would receive an event of ``kind`` (named ``name``, when
+        given): skip building it if not."""
         listeners = self._listeners  # none, usually: answered without building a generator
-        return bool(listeners) and any(kinds is None or kind in kinds for _, kinds in listeners)
+        return bool(listeners) and any(
+            (kinds is None or kind in kinds) and (name is None or names is None or name in names)
+            for _, kinds, names in listeners
+        )
 
     def emit(self, event: JobEvent) -> None:
-        for listener, kinds in self._listeners:
-            if kinds is not None and event.kind not in kinds:
+        for listener, kinds, names in self._listeners:
+            if (kinds is not None and event.kind not in kinds) or (
+                names is not None and event.name not in names
+            ):
                 continue
             try:
                 listener(event)

@@ -13,7 +13,8 @@ The SQL installer applies the same rule (``awa.check_queue_storage_schema_name``
 v003); ``tests/storage/values/test_names.py`` holds the two to each other.
 
 Kind and queue names are stored as text: PostgreSQL cannot store a NUL character, and a lone
-surrogate has no UTF-8 encoding, so both are refused before anything is sent.
+surrogate has no UTF-8 encoding, so both are refused before anything is sent, as is an empty
+name.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def check_stored_name(value: str, what: str) -> str:
     """``value`` if PostgreSQL can store it as text; ``what`` says which name it is ("Kind")."""
     if not isinstance(value, str):
         raise InvalidName(f"{what} name must be a string, not {type(value).__name__}.")
+    if not value:  # '' would be stored, and then match nothing anybody meant
+        raise InvalidName(f"{what} name must not be empty.")
     reason = unstorable(value)
     if reason is not None:
         raise InvalidName(f"{what} name {value!r} cannot be stored: it contains {reason}.")

@@ -1,13 +1,18 @@
 """Chaos: every backend of a running runtime is killed ten times during a 3,000-job run. Every
 job still completes exactly once with its own output, and the runtime reports itself running
-again afterwards (its loops are supervised; none dies on the driver's errors).
+again afterwards (its loops are supervised; none dies on the driver's errors). Each client
+closes under a watchdog: a close that does not return fails the test instead of hanging it
+(``scripts/chaos_loop.py`` runs this test in a loop and counts hangs).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
+import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState
@@ -17,6 +22,11 @@ from storage.values.health import HealthState
 
 TOTAL = 3000
 KILLS = 10
+CLOSE_BOUND = 10.0
+"""``Client.close(timeout=...)`` here: graceful, then every connection terminated."""
+WATCHDOG = CLOSE_BOUND + 20.0
+"""How long a close may take before the test calls it a hang (its bound, plus slack for a
+loaded host)."""
 
 
 class Work(BaseModel):
@@ -36,6 +46,29 @@ async def _kill_all(killer: asyncpg.Connection, application_name: str) -> int:
     return killed
 
 
+@asynccontextmanager
+async def _watched(
+    dsn: str, schema: str, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Client]:
+    """A client whose close, however the block ends, must return within ``WATCHDOG``, and
+    finish gracefully: a close that had to use its bound (terminate what never came back) is
+    the hang the bound now hides, and fails the test as one."""
+    client = await Client.connect(dsn, schema)
+    try:
+        yield client
+    finally:
+        try:
+            async with asyncio.timeout(WATCHDOG):
+                await client.close(timeout=CLOSE_BOUND)
+        except TimeoutError:
+            pytest.fail(
+                f"HANG: Client.close(timeout={CLOSE_BOUND:g}) had not returned after {WATCHDOG:g}s"
+            )
+        assert client.pool.is_closing(), "close() returned with the pool still open"
+        forced = [r.getMessage() for r in caplog.records if r.getMessage().startswith("close:")]
+        assert not forced, f"HANG (bounded): close needed its bound: {forced}"
+
+
 async def _until(predicate: object, deadline: float) -> None:
     """A bounded poll of a real condition (the health the runtime reports)."""
     loop = asyncio.get_running_loop()
@@ -46,16 +79,14 @@ async def _until(predicate: object, deadline: float) -> None:
 
 
 async def test_runtime_survives_ten_kills_of_all_its_backends(
-    migrated_dsn: str, schema: str
+    migrated_dsn: str, schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     app_name = f"awa-chaos-{schema}"
     progress = 0
     reached = asyncio.Event()
     target = 0
 
-    async with await Client.connect(
-        _with_application_name(migrated_dsn, app_name), schema
-    ) as client:
+    async with _watched(_with_application_name(migrated_dsn, app_name), schema, caplog) as client:
 
         @client.task(Work)
         async def work(job: Job[Work]) -> None:
@@ -86,7 +117,7 @@ async def test_runtime_survives_ten_kills_of_all_its_backends(
         await _until(lambda: client.health.state is HealthState.RUNNING, 30)
         await client.shutdown()
 
-    async with await Client.connect(migrated_dsn, schema) as reader:
+    async with _watched(migrated_dsn, schema, caplog) as reader:
         counts = await reader.counts(cap=TOTAL)
         assert counts.by_state.get(JobState.COMPLETED) == TOTAL, counts
         async with reader.pool.acquire() as pooled:

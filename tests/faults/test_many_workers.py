@@ -234,3 +234,25 @@ async def test_a_killed_leader_is_replaced_and_its_jobs_rescued(
         "SELECT count(*) - count(DISTINCT job_id) FROM terminal_jobs WHERE state = 'completed'"
     )
     assert completions == 0  # each job's completion published once
+
+
+async def test_a_stopped_worker_says_how_many_jobs_it_started(
+    migrated_dsn: str, schema: str, conn: asyncpg.Connection
+) -> None:
+    """Its stop line counts the jobs it started (it said "after starting 0 jobs" whatever it
+    ran: it listened for a kind named "started" instead of the event)."""
+    await _runs_table(conn)
+    async with (
+        _workers(migrated_dsn, schema, 1) as (worker,),
+        await Client.connect(migrated_dsn, schema, tasks=tasks, max_connections=2) as client,
+    ):
+        await client.insert_many([Count(n=n) for n in range(7)])
+
+        async def all_completed() -> bool:
+            done: int = await conn.fetchval("SELECT count(*) FROM terminal_jobs")
+            return done == 7
+
+        await _until(all_completed, 30)
+        code, err = await _stop(worker)
+    assert code == 0, err
+    assert "stopped on SIGTERM after starting 7 jobs; completions flushed" in err, err

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from storage import (
     Cancel,
     Client,
+    InvalidOption,
     Job,
     JobEvent,
     JobState,
@@ -31,6 +32,7 @@ from storage.finalize.types import Outcome
 from storage.ops.maintenance import MaintenanceSettings
 from storage.runtime.claim import claim_batch
 from storage.testing import work_one
+from storage.values.events import EventBus
 
 Args = dict[str, Any]
 
@@ -378,3 +380,16 @@ async def test_no_event_for_a_maintenance_pass_that_did_not_lead(
     assert report.leader is False
     assert report.rescued == 0
     assert seen == []
+
+
+def test_listeners_can_take_events_by_name_and_unknown_names_are_refused() -> None:
+    bus = EventBus()
+    seen: list[str] = []
+    bus.subscribe(lambda e: seen.append(e.name), names=["started"])
+    assert bus.wants("any_kind", "started")
+    assert not bus.wants("any_kind", "completed")  # not built for nobody
+    bus.emit(JobEvent("completed", 1, "any_kind", "default"))
+    bus.emit(JobEvent("started", 1, "any_kind", "default"))
+    assert seen == ["started"]
+    with pytest.raises(InvalidOption, match="'strated'"):
+        bus.subscribe(lambda _e: None, names=["strated"])

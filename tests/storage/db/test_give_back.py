@@ -1,0 +1,130 @@
+"""Every pooled connection comes back (``storage.db.pool.pooled`` and ``give_back``).
+
+A connection whose release raises (asyncpg warns about a listener left on it: an error under
+this suite's ``-W error``), the listener's connection after its backend was killed, and one
+held by a cancelled task all free their pool slot: the next borrower gets a connection and
+``Pool.close()`` returns. Before ``give_back``, each of these slots stayed taken for good and
+``Pool.close()`` waited for it forever (issue #23: the chaos test's hangs). Every watchdog
+here turns such a hang into a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from storage.db.pool import connect_once, connection_of, create_pool, pooled
+from storage.runtime.notices import NoticeListener
+
+WATCHDOG = 20.0
+"""Seconds a borrow or a close may take before the slot counts as leaked."""
+STORAGE = Path(__file__).resolve().parents[3] / "storage"
+
+
+@pytest.fixture
+async def one_slot(migrated_dsn: str, schema: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool of one connection: a slot that does not come back blocks the next borrower."""
+    pool = await create_pool(migrated_dsn, schema, min_size=1, max_size=1)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+
+
+async def _slot_is_free(pool: asyncpg.Pool) -> None:
+    try:
+        async with asyncio.timeout(WATCHDOG):
+            async with pooled(pool) as conn:
+                assert await conn.fetchval("SELECT 1") == 1
+            await pool.close()
+    except TimeoutError:
+        pytest.fail("the pool slot never came back: the next borrow or Pool.close() hung")
+
+
+def _ignore(*_args: object) -> None:
+    return None
+
+
+async def test_a_release_that_raises_still_gives_the_connection_back(
+    one_slot: asyncpg.Pool,
+) -> None:
+    async with pooled(one_slot) as conn:
+        await conn.add_listener("left_registered", _ignore)  # Pool.release warns: an error here
+    await _slot_is_free(one_slot)
+
+
+async def test_a_connection_held_by_a_cancelled_task_comes_back(one_slot: asyncpg.Pool) -> None:
+    holding = asyncio.Event()
+
+    async def hold() -> None:
+        async with pooled(one_slot) as conn:
+            holding.set()
+            await conn.execute("SELECT pg_sleep(60)")
+
+    task = asyncio.ensure_future(hold())
+    await holding.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _slot_is_free(one_slot)
+
+
+async def test_the_listener_gives_its_connection_back_after_its_backend_is_killed(
+    migrated_dsn: str, one_slot: asyncpg.Pool
+) -> None:
+    lost = asyncio.Event()
+    listener = NoticeListener(one_slot, {"awa_test_channel": _ignore}, lost.set)
+    await listener.ensure()
+    pid = listener.pid
+    async with connect_once(migrated_dsn) as killer:
+        assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)
+    async with asyncio.timeout(WATCHDOG):
+        await lost.wait()  # its termination listener heard of it
+    await listener.close()  # its listeners are still registered on the dead connection
+    await _slot_is_free(one_slot)
+
+
+async def test_the_listener_gives_back_a_connection_aborted_under_it(
+    one_slot: asyncpg.Pool,
+) -> None:
+    """The chaos test's hang: a protocol abort closes a connection without asyncpg's cleanup
+    (its own comment in ``PoolConnectionHolder.release``), so no termination callback runs,
+    the listeners stay registered, and ``Pool.release`` raised on them before freeing the
+    slot. ``_abort`` puts the connection in exactly that state."""
+    listener = NoticeListener(one_slot, {"awa_test_channel": _ignore}, _ignore)
+    await listener.ensure()
+    assert listener._conn is not None
+    raw = connection_of(listener._conn)
+    assert raw is not None
+    raw._abort()  # type: ignore[attr-defined]
+    assert not listener.active
+    await listener.close()
+    await _slot_is_free(one_slot)
+
+
+async def test_the_listener_gives_a_live_connection_back_on_close(
+    one_slot: asyncpg.Pool,
+) -> None:
+    listener = NoticeListener(one_slot, {"awa_test_channel": _ignore}, _ignore)
+    await listener.ensure()
+    await listener.close()
+    await _slot_is_free(one_slot)
+
+
+def test_the_engine_borrows_pooled_connections_only_through_pooled_or_give_back() -> None:
+    """``pool.acquire()`` appears only in ``pooled`` itself and in the listener, which holds
+    its connection across calls and gives it back through ``give_back``."""
+    acquiring = {
+        str(path.relative_to(STORAGE))
+        for path in STORAGE.rglob("*.py")
+        if re.search(r"\.acquire\(", path.read_text())
+    }
+    assert acquiring == {"db/pool.py", "runtime/notices.py"}
+    notices = (STORAGE / "runtime" / "notices.py").read_text()
+    assert "await give_back(self._pool, conn)" in notices
+    assert ".release(" not in notices
