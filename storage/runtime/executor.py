@@ -41,7 +41,7 @@ from storage.values.errors import StaleAttempt, TerminalError
 from storage.values.events import JobEvent
 from storage.values.models import JobRow, JobState
 from storage.values.output import OutputSlot
-from storage.values.payload import dispatch_errors
+from storage.values.payload import dispatch_errors, traceback_frames
 from storage.values.results import Cancel, RetryAfter, Snooze, WaitForCallback
 
 
@@ -58,6 +58,7 @@ class _Failed:
     failure: Failure
     message: str
     retry_in: float | None = None
+    traceback: list[str] | None = None  # a handler's exception: its frames, bounded
 
 
 def handler_job(claimed: ClaimedJob, spec: HandlerSpec | None, host: WorkerHost) -> Job[Any]:
@@ -136,9 +137,9 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     except asyncio.CancelledError:
         raise
     except TerminalError as exc:
-        verdict = _Failed(Failure.TERMINAL, _describe(exc))
+        verdict = _Failed(Failure.TERMINAL, _describe(exc), traceback=_frames(exc))
     except Exception as exc:
-        verdict = _Failed(Failure.ERROR, _describe(exc))
+        verdict = _Failed(Failure.ERROR, _describe(exc), traceback=_frames(exc))
     else:
         verdict = _COMPLETED if result is None else _verdict(result)
     output_text = job._slot.seal()
@@ -175,6 +176,12 @@ def _verdict(result: object) -> _Completed | _Failed | Snooze | WaitForCallback:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _frames(exc: BaseException) -> list[str]:
+    """The handler's frames of ``exc``: its traceback less the first frame, ``run_attempt``'s."""
+    tb = exc.__traceback__
+    return traceback_frames(tb.tb_next if tb is not None else None)
 
 
 def _compact_now(host: WorkerHost, claimed: ClaimedJob, job: Job[Any]) -> bool:
@@ -320,6 +327,7 @@ async def _fail(
             failed.message,
             outputs_supported=await host.outputs_supported(),
             retry_in=failed.retry_in,
+            traceback=failed.traceback,
         )
 
     return await _write(host, record, transition)
