@@ -38,7 +38,7 @@ from storage.runtime.job import Job
 from storage.runtime.supervise import retry_transient
 from storage.values.codec import JsonDecodeMismatch, decode_value
 from storage.values.errors import StaleAttempt, TerminalError
-from storage.values.events import JobEvent
+from storage.values.events import EventName, JobEvent
 from storage.values.models import JobRow, JobState
 from storage.values.output import OutputSlot
 from storage.values.payload import dispatch_errors, traceback_frames
@@ -261,7 +261,7 @@ async def _finish(
     return ended
 
 
-_EVENT_OF_STATE = {
+_EVENT_OF_STATE: dict[JobState, EventName] = {
     JobState.COMPLETED: "completed",
     JobState.RETRYABLE: "retried",
     JobState.FAILED: "exhausted",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 log = logging.getLogger("storage")
 
-EVENT_NAMES = (
+EventName = Literal[
     "started",
     "completed",
     "retried",
@@ -18,14 +18,15 @@ EVENT_NAMES = (
     "waiting_for_callback",
     "rescued",
     "snoozed",
-)
+]
+"""What happened to the job: ``typing.get_args(EventName)`` lists them."""
 
 
 @dataclass(frozen=True)
 class JobEvent:
     """``output`` is set only on ``completed``: the sealed output, from memory, not re-read."""
 
-    name: str
+    name: EventName
     job_id: int
     kind: str
     queue: str
