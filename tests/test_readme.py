@@ -8,8 +8,12 @@ import ast
 import builtins
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from storage import Client, Job, JobState
+from storage.testing import work_one
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -68,3 +72,25 @@ def test_no_example_is_mangled_by_a_formatter() -> None:
     for line, code in blocks():
         assert not re.search(r"^\s*for \($", code, re.MULTILINE), f"README.md:{line}"
         assert not re.search(r"^\)\s+#", code, re.MULTILINE), f"README.md:{line}"
+
+
+async def test_the_on_call_example_runs_as_shown(client: Client) -> None:
+    """The block that pauses a queue, reads queues and failure groups and browses with a
+    filter, run against a real schema with one job in it."""
+    (line, code) = next((line, code) for line, code in blocks() if "pause_queue" in code)
+
+    @client.task(kind="send_email", queue="mail")
+    async def send_email(job: Job[Any]) -> None:
+        raise ConnectionError("smtp refused for tenant 7")
+
+    job = await client.insert({"to": "a@example.com"}, kind="send_email", max_attempts=1)
+    await work_one(client, ["mail"])  # failed: a failure group to read and retry
+    namespace: dict[str, object] = {"client": client, "job": job}
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    running = eval(compile(code, f"README.md:{line}", "exec", flags=flags), namespace)
+    if running is not None:
+        await running
+    assert "page" in namespace
+    retried = await client.get_job(job.id)
+    assert retried is not None
+    assert retried.state is JobState.AVAILABLE  # the example retried its failure group
