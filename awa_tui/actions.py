@@ -22,14 +22,6 @@ class JobAction(StrEnum):
     PURGE_DLQ = "purge_dlq"
 
 
-class CallbackAction(StrEnum):
-    """Answers to a job waiting for a callback."""
-
-    COMPLETE = "complete"
-    FAIL = "fail"
-    RETRY = "retry"
-
-
 @dataclass(frozen=True)
 class ActionInfo:
     label: str  # "Retry"
@@ -102,7 +94,3 @@ def callback_why_not(row: JobRow) -> str | None:
             f"Job {row.id} is running (its callback {row.callback.callback_id} is not parked yet)."
         )
     return f"Job {row.id} is {state_label(row)}, not waiting for a callback."
-
-
-def applicable(row: JobRow) -> list[JobAction]:
-    return [action for action in JobAction if why_not(action, row) is None]

@@ -319,13 +319,13 @@ class AwaApp(Guarded, App[int]):
 
         if self.refuse_write():
             return
-        client, info, where = await self.client(), ACTIONS[action], query.list_kwargs(self.now())
+        client, info, where = await self.client(), ACTIONS[action], query.where(self.now())
         if query.job_id is not None:
             ids: list[int] | None = [query.job_id]
             count = 1 if await client.get_job(query.job_id) is not None else 0
         else:
             ids = None
-            count = await client.count_matching(**where)
+            count = await client.count_matching(where)
         if count == 0:
             self.notify(f"No {query.describe()} to act on.", title=info.label, severity="warning")
             return
@@ -341,7 +341,7 @@ class AwaApp(Guarded, App[int]):
         if not confirmed:
             return
         try:
-            done = await client.bulk_action(action.value, ids=ids, **where)
+            done = await client.bulk_action(action.value, where, ids=ids)
             self.notify(f"{query.describe(done)} {info.verb}.", title=info.label)
         finally:
             self.broadcast_changed([])

@@ -7,9 +7,8 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from storage import InvalidFilter, JobRow, JobState, SortColumn, SortOrder
+from storage import InvalidFilter, JobRow, JobState, ListFilter, SortColumn, SortOrder
 
 TABS: tuple[str, ...] = (
     "all",
@@ -143,18 +142,19 @@ class JobQuery:
     def dlq(self) -> bool:
         return self.tab == "dlq"
 
-    def list_kwargs(self, now: datetime) -> dict[str, Any]:
-        """Keyword arguments for ``Client.list_jobs`` / ``count_matching`` / ``bulk_action``
-        (the sort is passed to ``list_jobs``/``browse`` apart: a bulk action has none)."""
-        return {
-            "state": self.state,
-            "dlq": self.dlq,
-            "kind": self.kind,
-            "queue": self.queue,
-            "search": self.search,
-            "since": moment("since", self.since, now) if self.since else None,
-            "before": moment("before", self.before, now) if self.before else None,
-        }
+    def where(self, now: datetime) -> ListFilter:
+        """The jobs this view lists, counts and acts on (the sort is passed to ``browse``
+        apart: a bulk action has none); ``since``/``before`` durations are read against
+        ``now``. A value storage refuses raises ``InvalidFilter``."""
+        return ListFilter(
+            self.state,
+            self.dlq,
+            self.kind,
+            self.queue,
+            self.search,
+            moment("since", self.since, now) if self.since else None,
+            moment("before", self.before, now) if self.before else None,
+        )
 
     @property
     def has_filter(self) -> bool:
@@ -210,8 +210,9 @@ class JobQuery:
             before=parsed.before,
             sort=parsed.sort,
         )
-        bounds = query.list_kwargs(now)
-        if bounds["since"] and bounds["before"] and bounds["since"] >= bounds["before"]:
+        since = moment("since", query.since, now) if query.since else None
+        before = moment("before", query.before, now) if query.before else None
+        if since and before and since >= before:
             raise FilterSyntaxError("Filter: since: must be earlier than before:.")
         refusal = query.sort_refusal()
         if refusal is not None:

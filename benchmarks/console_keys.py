@@ -69,8 +69,8 @@ class KeyClock:
         client = await self.app.client()
         browse = client.browse
 
-        async def timed_browse(**kwargs: Any) -> JobPage:
-            ms, page = await timed(browse(**kwargs))
+        async def timed_browse(*args: Any, **kwargs: Any) -> JobPage:
+            ms, page = await timed(browse(*args, **kwargs))
             self.reads.append(ms)
             return page
 

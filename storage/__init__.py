@@ -17,7 +17,7 @@ from storage.insert.plan import kind_of
 from storage.ops.callbacks import ExternalCompletion
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.failure_groups import FailureGroupMembers
-from storage.read.listing_filter import SortColumn, SortKey, SortOrder
+from storage.read.listing_filter import FilterFields, ListFilter, SortColumn, SortKey, SortOrder
 from storage.runtime.job import Job
 from storage.tasks import Tasks, TaskSpec
 from storage.values.errors import (
@@ -34,7 +34,9 @@ from storage.values.errors import (
     InvalidSchedule,
     JobNotFound,
     OperationTimeout,
+    OutputDecodeError,
     OutputError,
+    OutputErrorReason,
     PermissionDenied,
     ReadOnlyError,
     RuntimeFailed,
@@ -47,7 +49,7 @@ from storage.values.errors import (
     UnknownKind,
     UnstorableText,
 )
-from storage.values.events import JobEvent
+from storage.values.events import EventName, JobEvent
 from storage.values.health import Health, HealthState
 from storage.values.models import (
     AttemptSpan,
@@ -80,9 +82,11 @@ __all__ = [
     "ConnectionFailed",
     "DatabaseError",
     "DlqInfo",
+    "EventName",
     "ExternalCompletion",
     "FailureGroup",
     "FailureGroupMembers",
+    "FilterFields",
     "Health",
     "HealthState",
     "InvalidFilter",
@@ -98,9 +102,12 @@ __all__ = [
     "JobRow",
     "JobState",
     "KindSummary",
+    "ListFilter",
     "MaintenanceSettings",
     "OperationTimeout",
+    "OutputDecodeError",
     "OutputError",
+    "OutputErrorReason",
     "OutputSlot",
     "PeriodicSchedule",
     "PermissionDenied",

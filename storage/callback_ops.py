@@ -42,7 +42,7 @@ class CallbackOperations:
         self.loop: asyncio.AbstractEventLoop | None = None  # the client's, for the sync call
 
     async def register_callback(self, job: Job[Any], timeout_seconds: float) -> CallbackToken:
-        claim_id = job._claim_id
+        claim_id = job.claim_id
         if claim_id is None:
             raise StaleAttempt(f"Job {job.id} is not running in this client.")
         ref = AttemptRef(job.id, job.run_lease, claim_id)

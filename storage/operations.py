@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from storage.db.pool import snapshot
 from storage.insert import enqueue, periodic
@@ -16,7 +16,7 @@ from storage.ops import admin, maintenance
 from storage.ops.maintenance import MaintenanceSettings, PassReport
 from storage.read import counting, descriptors, failure_groups, listing, one_job, queues, timeline
 from storage.read.failure_groups import FailureGroupMembers
-from storage.read.listing_filter import ListFilter, SortKey, SortOrder, check_text
+from storage.read.listing_filter import FilterFields, ListFilter, SortKey, SortOrder, check_text
 from storage.runtime.host import HandlerSpec
 from storage.session import Session
 from storage.values.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
@@ -59,28 +59,22 @@ class Operations:
     # -- lists --------------------------------------------------------------------------------
     async def list_jobs(
         self,
+        where: ListFilter | None = None,
+        /,
         *,
-        state: JobState | str | None = None,
-        dlq: bool = False,
-        kind: str | None = None,
-        queue: str | None = None,
-        search: str | None = None,
-        since: datetime | None = None,
-        before: datetime | None = None,
         sort: SortOrder | str = "-id",
         after: JobRow | SortKey | None = None,
         before_id: int | None = None,
         limit: int = 50,
+        **fields: Unpack[FilterFields],
     ) -> list[JobRow]:
-        """A page of jobs, read in one snapshot, newest first unless ``sort`` says otherwise
+        """A page of the jobs ``where`` names (``ListFilter``; its fields may be passed as
+        keywords instead), read in one snapshot, newest first unless ``sort`` says otherwise
         (``"-when"``, ``"attempts"``, ...: ``SortOrder``); the next page starts ``after`` the
         last row or its place ``SortOrder.key(row)`` (by id, ``before_id`` its id also works).
-        ``since``/``before`` bound each state's time column. Rows carry no output;
-        ``has_output`` says if one exists. An unknown state, unusable filter text, an empty
-        time range or an order the state's indexes do not serve raises ``InvalidFilter``."""
-        where = ListFilter.of(
-            state=state, dlq=dlq, kind=kind, queue=queue, search=search, since=since, before=before
-        )
+        Rows carry no output; ``has_output`` says if one exists. A filter ``ListFilter``
+        refuses, or an order the state's indexes do not serve, raises ``InvalidFilter``."""
+        where = ListFilter.given(where, fields)
         order = SortOrder.parse(sort)
         async with self._session.connection("list_jobs") as conn:
             outputs = await self._session.probe.present(conn)
@@ -97,24 +91,18 @@ class Operations:
 
     async def browse(
         self,
+        where: ListFilter | None = None,
+        /,
         *,
-        state: JobState | str | None = None,
-        dlq: bool = False,
-        kind: str | None = None,
-        queue: str | None = None,
-        search: str | None = None,
-        since: datetime | None = None,
-        before: datetime | None = None,
         sort: SortOrder | str = "-id",
         after: JobRow | SortKey | None = None,
         before_id: int | None = None,
         limit: int = 50,
+        **fields: Unpack[FilterFields],
     ) -> JobPage:
         """``list_jobs`` and ``counts`` together, from one snapshot (what a screen shows). The
         counts follow ``since``/``before``; they do not follow kind, queue or search."""
-        where = ListFilter.of(
-            state=state, dlq=dlq, kind=kind, queue=queue, search=search, since=since, before=before
-        )
+        where = ListFilter.given(where, fields)
         order = SortOrder.parse(sort)
         async with self._session.connection("browse") as conn:
             outputs = await self._session.probe.present(conn)
@@ -139,12 +127,14 @@ class Operations:
                 return await counting.counts(conn, cap=self.count_cap)
             return await counting.counts(conn, cap=cap, terminal_cap=cap, batches=cap)
 
-    async def count_matching(self, /, **where: Any) -> int:
-        """How many jobs a bulk action on this filter would touch (shown before acting).
+    async def count_matching(
+        self, where: ListFilter | None = None, /, **fields: Unpack[FilterFields]
+    ) -> int:
+        """How many jobs a bulk action on ``where`` would touch (shown before acting).
 
         Always exact, unlike the tab counts: it lists every matching id, as the action would,
         so its cost grows with the number of matches."""
-        return len(await self._matching_ids(ListFilter.of(**where)))
+        return len(await self._matching_ids(ListFilter.given(where, fields)))
 
     async def _matching_ids(self, where: ListFilter) -> list[int]:
         async with self._session.connection("bulk_action") as conn:
@@ -153,14 +143,15 @@ class Operations:
 
     async def bulk_action(
         self,
-        /,
         action: str,
+        where: ListFilter | None = None,
+        /,
         *,
         ids: list[int] | None = None,
         dry_run: bool = False,
-        **where: Any,
+        **fields: Unpack[FilterFields],
     ) -> int:
-        """Apply ``action`` to ``ids`` or to every job matching the filter; returns how many.
+        """Apply ``action`` to ``ids`` or to every job ``where`` matches; returns how many.
 
         ``dry_run`` only counts the targets. A job that no longer admits the action when its
         turn comes (it moved on, or was deleted meanwhile) is skipped, not an error, so the
@@ -171,7 +162,8 @@ class Operations:
             raise AwaError(
                 f"Unknown bulk action {action!r}; use one of {', '.join(self._actions)}."
             )
-        targets = ids if ids is not None else await self._matching_ids(ListFilter.of(**where))
+        matching = ListFilter.given(where, fields)
+        targets = ids if ids is not None else await self._matching_ids(matching)
         if dry_run:
             return len(targets)
         done = 0

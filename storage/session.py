@@ -8,6 +8,8 @@ and docstring, so callers see one object while each concern lives in its own mod
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -52,12 +54,25 @@ class Session:
 
 class Delegated(Generic[P, R]):
     """``name = Delegated("part", Part.name)`` in a class body: ``obj.name`` is
-    ``obj.part.name``, typed with the part's signature."""
+    ``obj.part.name``, typed with the part's signature.
+
+    On the class it reads as the part's method: ``__wrapped__``, ``__signature__``, name and
+    docstring are the method's (so ``inspect.signature(Client.browse)`` and ``help(Client)``
+    show them), and calling it with the object first calls the part's method."""
+
+    __name__: str
+    __wrapped__: Callable[Concatenate[Any, P], R]
+    __signature__: inspect.Signature
 
     def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
         self._part = part
         self._name = method.__name__
-        self.__doc__ = method.__doc__
+        functools.update_wrapper(self, method)
+        self.__signature__ = inspect.signature(method)
+
+    def __call__(self, obj: object, *args: P.args, **kwargs: P.kwargs) -> R:
+        method: Callable[P, R] = getattr(getattr(obj, self._part), self._name)
+        return method(*args, **kwargs)
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...

@@ -106,4 +106,4 @@ class HandlerJob(Job[Any]):
 
     def seal(self) -> str | None:
         """Seal the slot as the runtime does when the handler returns; returns the stored text."""
-        return self._slot.seal()
+        return self.finish().output_text

@@ -102,7 +102,8 @@ class JobOut(BaseModel):
     metadata: dict[str, Any]
     errors: list[dict[str, Any]] = Field(
         description='Error entries, oldest first: {"error", "attempt", "at", "terminal"?, '
-        '"output"?}. At most one keeps an output: see kept_output_position.'
+        '"output"?, "traceback"?}. At most one keeps an output: see kept_output_position. '
+        "traceback: a handler exception's frames, file:line in function (detail only)."
     )
     progress: Any
     output: Any = Field(None, description="The completed output as stored; absent in lists.")
@@ -178,14 +179,17 @@ def job_answer(row: JobRow | None, headers: dict[str, str] | None = None) -> Res
     return json_response(job_json(row, detail=True), headers=headers)
 
 
+_DETAIL_ONLY = frozenset({"output", "traceback"})  # error entries' keys a list row leaves out
+
+
 def job_json(row: JobRow, *, detail: bool) -> dict[str, Any]:
-    """A row as ``JobOut``; ``detail`` False leaves every output out (list rows)."""
+    """A row as ``JobOut``; ``detail`` False leaves every output and traceback out (list rows)."""
     data = row.model_dump(mode="json", exclude={"output_text"})
     data["kept_output_position"] = row.kept_output_position()
     if detail:
         data["output"] = None if row.output_text is None else orjson.Fragment(row.output_text)
     else:
-        data["errors"] = [{k: v for k, v in e.items() if k != "output"} for e in row.errors]
+        data["errors"] = [{k: v for k, v in e.items() if k not in _DETAIL_ONLY} for e in row.errors]
     return data
 
 

@@ -27,7 +27,7 @@ from awa_tui.http.bodies import (
 )
 from awa_tui.http.errors import ApiError
 from awa_tui.http.paging import TIME_RANGE, decode_cursor, time_bound
-from storage import JobNotFound, JobState, SortColumn, SortOrder
+from storage import JobNotFound, JobState, ListFilter, SortColumn, SortOrder
 
 MAX_PAGE = 500
 JobId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -89,13 +89,16 @@ async def list_jobs(
             "of the previous page) instead.",
         )
     dlq = state == "dlq"
-    page = await client_of(request).browse(
+    where = ListFilter.of(
         state=None if dlq else state,
         dlq=dlq,
         kind=kind,
         queue=queue,
         since=time_bound("since", since),
         before=time_bound("before", before),
+    )
+    page = await client_of(request).browse(
+        where,
         sort=order,
         after=None if cursor is None else decode_cursor(cursor, order),
         before_id=before_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import orjson
 from rich.text import Text
@@ -21,6 +21,21 @@ from awa_tui.widgets.output_panel import LATEST_ONLY_NOTE, OutputPanel
 from storage import JobKindDescriptor, JobRow
 
 KEPT_LABEL = "◆ kept output"
+
+
+def traceback_text(entry: dict[str, Any]) -> Text:
+    """The entry's traceback, outermost frame first, as Python prints one; or why there is
+    none."""
+    frames = entry.get("traceback")
+    if not isinstance(frames, list) or not frames:
+        return Text(
+            "No traceback: the handler raised nothing here, or the entry predates them.",
+            style="dim italic",
+        )
+    text = Text("Traceback (most recent call last):\n", style="bold")
+    for frame in frames:
+        text.append(f"  {frame}\n")
+    return text
 
 
 class ErrorHistoryScreen(AwaScreen):
@@ -63,6 +78,7 @@ class ErrorHistoryScreen(AwaScreen):
         with VerticalScroll(id="entry"):
             yield Label("", id="entry-title", classes="section-title")
             yield Static("", id="entry-error")
+            yield Static("", id="entry-traceback")
             yield OutputPanel(id="entry-output")
             yield Static(Text(LATEST_ONLY_NOTE, style="dim italic"), id="latest-note")
         yield Footer(compact=True, show_command_palette=False)
@@ -128,6 +144,7 @@ class ErrorHistoryScreen(AwaScreen):
         self.query_one("#entry-error", Static).update(
             Text(str(entry.get("error", "")), style="red")
         )
+        self.query_one("#entry-traceback", Static).update(traceback_text(entry))
         panel = self.query_one(OutputPanel)
         panel.title = f"Output kept by entry #{position + 1}"
         if position == self.kept:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from textual import on, work
@@ -150,9 +151,11 @@ class JobsScreen(AwaScreen):
                 self.post_message(JobsLoaded(query, rows, append, refreshed, has_more=False))
                 return
             loaded = self.table.jobs if query == self.query_state else []
-            where = {**query.list_kwargs(self.awa.now()), "sort": query.sort}
+            where = query.where(self.awa.now())
             if append and loaded:
-                page = await client.browse(**where, after=loaded[-1], limit=PAGE_SIZE)
+                page = await client.browse(
+                    where, sort=query.sort, after=loaded[-1], limit=PAGE_SIZE
+                )
                 rows = page.rows
                 self.post_message(CountsLoaded(page.counts))
                 self.post_message(JobsLoaded(query, rows, True, False, len(rows) == PAGE_SIZE))
@@ -160,13 +163,11 @@ class JobsScreen(AwaScreen):
             limit = PAGE_SIZE
             if refreshed and loaded:
                 limit = min(len(loaded) + PAGE_SIZE, MAX_REFRESH_ROWS)
-            page = await client.browse(**where, limit=limit)
+            page = await client.browse(where, sort=query.sort, limit=limit)
             rows = page.rows
             dlq_matches = 0
             if query.tab == "all" and query.has_filter:
-                dlq_matches = await client.count_matching(
-                    **{**query.list_kwargs(self.awa.now()), "dlq": True}
-                )
+                dlq_matches = await client.count_matching(replace(where, dlq=True))
             self.post_message(CountsLoaded(page.counts))
             has_more = len(rows) == limit
             if refreshed and len(loaded) > PAGE_SIZE:

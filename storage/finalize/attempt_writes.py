@@ -211,9 +211,11 @@ async def fail(
     now: datetime | None = None,
     closure: str | None = None,
     dlq_reason: str | None = None,
+    traceback: list[str] | None = None,
 ) -> Ended:
     """Record a failed attempt as ``plan_failure`` decides: an error entry that keeps the
-    output, then a retry, a cancel, the DLQ or failed."""
+    output (and ``traceback``, a handler's bounded frames), then a retry, a cancel, the DLQ or
+    failed."""
     del outputs_supported  # a failed attempt's output goes into its error entry, not a column
     now = now or datetime.now(UTC)
     plan = plan_failure(
@@ -234,6 +236,7 @@ async def fail(
                     now,
                     terminal=plan.terminal,
                     output_text=record.output_text,
+                    traceback=traceback,
                 )
                 payload = append_error(opened.payload, entry, progress=progress)
             else:

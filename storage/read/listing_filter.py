@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from storage.values.errors import InvalidFilter
 from storage.values.models import TERMINAL_STATES, JobRow, JobState
@@ -44,7 +44,6 @@ SortKey = tuple[datetime | int, int]
 """A row's place in an order, (value, job id): what ``SortOrder.key`` gives and ``after``
 takes in place of the row (a caller that keeps no rows, e.g. the HTTP API's cursor)."""
 
-LIVE_STATES = frozenset(JobState) - TERMINAL_STATES
 _CURSOR_TYPES = {SortColumn.WHEN: "timestamptz", SortColumn.ATTEMPTS: "int"}
 _FIRST = {
     (SortColumn.WHEN, True): datetime.max.replace(tzinfo=UTC),
@@ -224,10 +223,30 @@ def check_moment(what: str, value: datetime | None) -> datetime | None:
     return value
 
 
+class FilterFields(TypedDict, total=False):
+    """``ListFilter``'s fields as keywords (``state`` also as text)."""
+
+    state: JobState | str | None
+    dlq: bool
+    kind: str | None
+    queue: str | None
+    search: str | None
+    since: datetime | None
+    before: datetime | None
+
+
 @dataclass(frozen=True)
 class ListFilter:
-    """What the browser asks for. ``search`` matches kind, queue and the values in args and
-    payload (``storage.read.listing``); ``since``/``before`` bound each state's time column."""
+    """Which jobs a list read, a count or a bulk action is about: built once by a caller (the
+    console from its filter line, the HTTP API from its query) and passed to ``browse``,
+    ``list_jobs``, ``count_matching`` and ``bulk_action``.
+
+    ``state`` with ``dlq`` False is one state's live or finished jobs (None: every state but
+    the DLQ); ``dlq`` True is the dead-letter queue. ``search`` matches kind, queue and the
+    values in args and payload (``storage.read.listing``); ``since``/``before`` bound each
+    state's time column (the module docstring). Checked when built: an unknown state, text
+    PostgreSQL cannot take, a naive moment or an empty time range raises ``InvalidFilter``.
+    """
 
     state: JobState | None = None
     dlq: bool = False
@@ -236,6 +255,14 @@ class ListFilter:
     search: str | None = None
     since: datetime | None = None
     before: datetime | None = None
+
+    def __post_init__(self) -> None:
+        since, before = check_moment("since", self.since), check_moment("before", self.before)
+        if since is not None and before is not None and since >= before:
+            raise InvalidFilter("The time range is empty: since must be earlier than before.")
+        object.__setattr__(self, "state", parse_state(self.state))
+        for what in ("kind", "queue", "search"):
+            check_text(what, getattr(self, what))
 
     @classmethod
     def of(
@@ -249,20 +276,20 @@ class ListFilter:
         since: datetime | None = None,
         before: datetime | None = None,
     ) -> ListFilter:
-        """A checked filter: unknown states, unusable text and naive or empty time ranges
-        raise ``InvalidFilter``."""
-        since, before = check_moment("since", since), check_moment("before", before)
-        if since is not None and before is not None and since >= before:
-            raise InvalidFilter("The time range is empty: since must be earlier than before.")
-        return cls(
-            state=parse_state(state),
-            dlq=dlq,
-            kind=check_text("kind", kind),
-            queue=check_text("queue", queue),
-            search=check_text("search", search),
-            since=since,
-            before=before,
-        )
+        """A filter from its fields, ``state`` also as text (``"failed"``)."""
+        return cls(parse_state(state), dlq, kind, queue, search, since, before)
+
+    @classmethod
+    def given(cls, where: ListFilter | None, fields: FilterFields) -> ListFilter:
+        """The filter a call names: ``where``, or its fields passed as keywords (a shorthand:
+        ``list_jobs(state="failed")`` is ``list_jobs(ListFilter.of(state="failed"))``)."""
+        if where is None:
+            return cls.of(**fields)
+        if fields:
+            raise InvalidFilter("Pass a ListFilter or its fields as keywords, not both.")
+        if not isinstance(where, ListFilter):
+            raise InvalidFilter("The filter must be a ListFilter.")
+        return where
 
     def params(self, cursor_id: int, limit: int) -> list[Any]:
         """$1..$7 of ``FILTER``."""

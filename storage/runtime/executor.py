@@ -34,14 +34,14 @@ from storage.finalize.types import (
 from storage.runtime import claim
 from storage.runtime.claim import ClaimedJob
 from storage.runtime.host import HandlerSpec, WorkerHost
-from storage.runtime.job import Job
+from storage.runtime.job import AttemptEnd, Job
 from storage.runtime.supervise import retry_transient
 from storage.values.codec import JsonDecodeMismatch, decode_value
 from storage.values.errors import StaleAttempt, TerminalError
-from storage.values.events import JobEvent
+from storage.values.events import EventName, JobEvent
 from storage.values.models import JobRow, JobState
 from storage.values.output import OutputSlot
-from storage.values.payload import dispatch_errors
+from storage.values.payload import dispatch_errors, traceback_frames
 from storage.values.results import Cancel, RetryAfter, Snooze, WaitForCallback
 
 
@@ -58,6 +58,7 @@ class _Failed:
     failure: Failure
     message: str
     retry_in: float | None = None
+    traceback: list[str] | None = None  # a handler's exception: its frames, bounded
 
 
 def handler_job(claimed: ClaimedJob, spec: HandlerSpec | None, host: WorkerHost) -> Job[Any]:
@@ -131,26 +132,26 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
         if type(result) is CoroutineType or inspect.isawaitable(result):
             result = await result
     except StaleAttempt:
-        _drop(host, claimed, job._slot.seal(), "abandoned")
+        _drop(host, claimed, job.finish().output_text, "abandoned")
         return _STALE
     except asyncio.CancelledError:
         raise
     except TerminalError as exc:
-        verdict = _Failed(Failure.TERMINAL, _describe(exc))
+        verdict = _Failed(Failure.TERMINAL, _describe(exc), traceback=_frames(exc))
     except Exception as exc:
-        verdict = _Failed(Failure.ERROR, _describe(exc))
+        verdict = _Failed(Failure.ERROR, _describe(exc), traceback=_frames(exc))
     else:
         verdict = _COMPLETED if result is None else _verdict(result)
-    output_text = job._slot.seal()
-    if verdict is _COMPLETED and _compact_now(host, claimed, job):
-        _submit_compact(host, claimed, output_text, tracker)
+    end = job.finish()
+    if verdict is _COMPLETED and _compact_now(host, claimed, end):
+        _submit_compact(host, claimed, end.output_text, tracker)
         return None
     record = _record(claimed)
-    record.output_text = output_text
-    record.progress = job.progress if job._progress_dirty else None
-    if job._staged is not None:
-        record.staged = job._staged
-    record.poisoned = job._poisoned
+    record.output_text = end.output_text
+    record.progress = end.progress
+    if end.staged:
+        record.staged = list(end.staged)
+    record.poisoned = end.poisoned
     return await _finish(host, claimed, record, verdict, tracker)
 
 
@@ -177,14 +178,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _compact_now(host: WorkerHost, claimed: ClaimedJob, job: Job[Any]) -> bool:
+def _frames(exc: BaseException) -> list[str]:
+    """The handler's frames of ``exc``: its traceback less the first frame, ``run_attempt``'s."""
+    tb = exc.__traceback__
+    return traceback_frames(tb.tb_next if tb is not None else None)
+
+
+def _compact_now(host: WorkerHost, claimed: ClaimedJob, end: AttemptEnd) -> bool:
     """The common completion, decided without a coroutine: outputs known to be supported, no
     completion specs to build follow-ups from, nothing that needs the general path."""
     return (
         host.outputs_cached()
         and not host.has_completed_specs(claimed.kind)
         and not completes_on_general_path(
-            job._staged or (), job._poisoned, claimed.payload, claimed.unique_key
+            end.staged, end.poisoned, claimed.payload, claimed.unique_key
         )
     )
 
@@ -254,7 +261,7 @@ async def _finish(
     return ended
 
 
-_EVENT_OF_STATE = {
+_EVENT_OF_STATE: dict[JobState, EventName] = {
     JobState.COMPLETED: "completed",
     JobState.RETRYABLE: "retried",
     JobState.FAILED: "exhausted",
@@ -320,6 +327,7 @@ async def _fail(
             failed.message,
             outputs_supported=await host.outputs_supported(),
             retry_in=failed.retry_in,
+            traceback=failed.traceback,
         )
 
     return await _write(host, record, transition)

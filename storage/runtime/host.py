@@ -13,7 +13,6 @@ from typing import Any, Protocol
 import asyncpg
 
 from storage.db.metrics import OutputMetrics
-from storage.finalize.types import AttemptRef
 from storage.insert.enqueue import NewJob
 from storage.ops.maintenance import MaintenanceSettings, PassReport
 from storage.runtime.batcher import CompletionBatcher
@@ -59,8 +58,6 @@ class WorkerHost(AttemptServices, Protocol):
     def has_completed_specs(self, kind: str) -> bool: ...
 
     def completed_follow_ups(self, row: JobRow) -> list[NewJob]: ...
-
-    def has_attempt_state(self, ref: AttemptRef) -> bool: ...
 
     def outputs_cached(self) -> bool: ...
 

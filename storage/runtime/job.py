@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from storage.insert.enqueue import NewJob
 from storage.values.errors import StageError
@@ -12,6 +13,16 @@ from storage.values.output import OutputSlot
 from storage.values.results import CallbackToken
 
 A = TypeVar("A")
+
+
+class AttemptEnd(NamedTuple):
+    """What an attempt sealed when its handler returned (``Job.finish``): a tuple, one is built
+    per attempt."""
+
+    output_text: str | None  # the output slot's text, sealed: later set_output calls raise
+    progress: Any  # set_progress's value if the handler called it this attempt, else None
+    staged: Sequence[NewJob]  # follow-ups for the completion transaction
+    poisoned: str | None  # why a stage failed (the attempt then fails terminally)
 
 
 class AttemptServices(Protocol):
@@ -109,16 +120,44 @@ class Job(Generic[A]):
         self.progress = value
         self._progress_dirty = True
 
+    @property
+    def progress_set(self) -> Any:
+        """``progress`` if the handler called ``set_progress`` this attempt, else None (what the
+        heartbeat writes)."""
+        return self.progress if self._progress_dirty else None
+
     def is_cancelled(self) -> bool:
         """True once an operator cancelled this job; the handler should stop soon."""
         return self._cancel is not None and self._cancel.is_set()
 
+    async def wait_cancelled(self) -> None:
+        """Return once an operator cancelled this job."""
+        await self._cancelled.wait()
+
+    def cancel(self) -> None:
+        """Mark this job cancelled (the runtime calls it on an operator's cancel)."""
+        self._cancelled.set()
+
     @property
     def _cancelled(self) -> asyncio.Event:
-        """Set when an operator cancels this job (the runtime sets it; a handler may wait)."""
         if self._cancel is None:
             self._cancel = asyncio.Event()
         return self._cancel
+
+    @property
+    def claim_id(self) -> int | None:
+        """The claim batch this attempt belongs to (None: not run by a runtime)."""
+        return self._claim_id
+
+    # -- the end (the runtime's) -----------------------------------------------------------------
+    def finish(self) -> AttemptEnd:
+        """Seal the attempt once its handler returned: what it recorded, for the writer."""
+        return AttemptEnd(
+            self._slot.seal(),
+            self.progress if self._progress_dirty else None,
+            self._staged or (),
+            self._poisoned,
+        )
 
     # -- staged follow-ups --------------------------------------------------------------------
     def stage(self, args: Any, **options: Any) -> None:

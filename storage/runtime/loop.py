@@ -254,7 +254,7 @@ class Runtime:
     def cancel_attempt(self, key: AttemptKey) -> None:
         attempt = self.inflight.get(key)
         if attempt is not None and attempt.job is not None:
-            attempt.job._cancelled.set()
+            attempt.job.cancel()
 
     async def wait_quiet(self) -> None:
         """Wait until a claim (at the dispatcher's pace) came back empty with nothing running.
@@ -404,7 +404,7 @@ class Runtime:
                 [a.claimed.job_id for a in beats],
                 [a.claimed.run_lease for a in beats],
                 [a.claimed.claim_id for a in beats],
-                [a.job.progress if a.job and a.job._progress_dirty else None for a in beats],
+                [a.job.progress_set if a.job else None for a in beats],
             )
             keys = [AttemptKey(a.claimed.job_id, a.claimed.run_lease) for a in beats]
             # The fallback for cancel notices lost some other way.

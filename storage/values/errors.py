@@ -7,6 +7,8 @@ value.
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class AwaError(Exception):
     """The job queue reported an error."""
@@ -28,19 +30,24 @@ class TerminalError(AwaError):
     """The handler failed in a way that retrying cannot fix; the job fails without retrying."""
 
 
+OutputErrorReason = Literal["invalid", "too_large", "sealed", "wrong_type"]
+"""Why an output was refused: not JSON, over the size limit, recorded after the attempt's slot
+was sealed, or not the kind's declared type."""
+
+
 class OutputError(TerminalError):
-    """The output could not be recorded."""
+    """The output could not be recorded; ``reason`` says why (``OutputErrorReason``)."""
 
     def __init__(
         self,
-        reason: str,
+        reason: OutputErrorReason,
         message: str,
         *,
         size_bytes: int | None = None,
         limit_bytes: int | None = None,
         path: str | None = None,
     ) -> None:
-        self.reason = reason  # "invalid" | "too_large" | "sealed" | "wrong_type"
+        self.reason: OutputErrorReason = reason
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
         self.path = path

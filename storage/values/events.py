@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from storage.values.errors import InvalidOption
 
 log = logging.getLogger("storage")
 
-EVENT_NAMES = (
+EventName = Literal[
     "started",
     "completed",
     "retried",
@@ -20,14 +20,18 @@ EVENT_NAMES = (
     "waiting_for_callback",
     "rescued",
     "snoozed",
-)
+]
+"""What happened to the job: ``typing.get_args(EventName)`` lists them."""
+
+EVENT_NAMES: tuple[str, ...] = get_args(EventName)
+"""Every event name, for refusing an unknown one in ``on_event(names=...)``."""
 
 
 @dataclass(frozen=True)
 class JobEvent:
     """``output`` is set only on ``completed``: the sealed output, from memory, not re-read."""
 
-    name: str
+    name: EventName
     job_id: int
     kind: str
     queue: str

@@ -68,7 +68,7 @@ async def test_a_cancel_sent_while_the_listener_is_down_still_reaches_the_handle
 
     async def wait_for_cancel(job: Job[Work]) -> None:
         started.set()
-        await job._cancelled.wait()  # what is_cancelled() reads
+        await job.wait_cancelled()  # what is_cancelled() reads
         told.set()
         job.set_output({"ran": "on"})  # completing now is stale: the job stays cancelled
 

@@ -45,6 +45,9 @@ async def test_the_detail_has_the_output_and_the_error_entry_that_kept_one(
     assert failure["kept_output_position"] == len(failure["errors"]) - 1
     assert failure["errors"][-1]["output"] == {"done": "fail", "n": 0}
     assert "it broke" in failure["errors"][-1]["error"]
+    (frame,) = failure["errors"][-1]["traceback"]  # the handler's frame, where it raised
+    assert frame.startswith("tests/http/test_jobs.py:")
+    assert frame.endswith(" in _register.<locals>.work")
 
 
 async def test_list_rows_carry_no_output(api: httpx.AsyncClient, client: Client, kind: str) -> None:
@@ -56,6 +59,7 @@ async def test_list_rows_carry_no_output(api: httpx.AsyncClient, client: Client,
     assert set(rows) == {done, failed}
     assert all("output" not in row for row in rows.values())
     assert all("output" not in entry for row in rows.values() for entry in row["errors"])
+    assert all("traceback" not in entry for row in rows.values() for entry in row["errors"])
     assert rows[done]["has_output"] is True
     assert rows[failed]["kept_output_position"] == 0
     assert '"done"' not in page.text  # no output value anywhere in the page

@@ -31,6 +31,11 @@ async def test_entries_newest_first_with_the_kept_output_marked(
         assert "Only the latest failed attempt that recorded an output keeps it" in text_of(
             screen.query_one("#latest-note")
         )
+        # Each entry shows the frames of the exception its attempt raised.
+        trace = text_of(screen.query_one("#entry-traceback"))
+        assert "Traceback (most recent call last):" in trace
+        assert "tests/tui/scenarios.py:" in trace
+        assert trace.rstrip().endswith("in register.<locals>.sync_inventory")
         # The newest entry recorded no output; say why.
         assert "This entry has no output" in text_of(screen.query_one(OutputPanel))
         await pilot.press("j")

@@ -20,8 +20,8 @@ def test_filter_grammar() -> None:
     assert (query.kind, query.queue, query.job_id) == ("send_email", "mail", 42)
     assert query.search == "gateway timeout eu"
     assert JobQuery(tab="failed").with_filter("kind:x", NOW).filter_text == "kind:x"
-    assert JobQuery(tab="dlq").list_kwargs(NOW)["dlq"] is True
-    assert JobQuery(tab="failed").list_kwargs(NOW)["state"] is JobState.FAILED
+    assert JobQuery(tab="dlq").where(NOW).dlq is True
+    assert JobQuery(tab="failed").where(NOW).state is JobState.FAILED
     with pytest.raises(FilterSyntaxError):
         parse_filter("id:abc")
     with pytest.raises(FilterSyntaxError):
@@ -37,9 +37,9 @@ def test_filter_grammar() -> None:
 
 def test_time_range_and_sort_terms() -> None:
     query = JobQuery(tab="completed").with_filter("since:90m before:2026-03-15 sort:-when", NOW)
-    bounds = query.list_kwargs(NOW)
-    assert bounds["since"] == NOW - timedelta(minutes=90)
-    assert bounds["before"] == datetime(2026, 3, 15, tzinfo=UTC)  # a date without a zone is UTC
+    bounds = query.where(NOW)
+    assert bounds.since == NOW - timedelta(minutes=90)
+    assert bounds.before == datetime(2026, 3, 15, tzinfo=UTC)  # a date without a zone is UTC
     assert query.filter_text == "since:90m before:2026-03-15 sort:-when"
     assert query.describe_sort() == "by finish time, latest first"
     for term, moment in (
@@ -49,9 +49,9 @@ def test_time_range_and_sort_terms() -> None:
         ("since:2026-03-14T09:00", datetime(2026, 3, 14, 9, tzinfo=UTC)),
         ("since:2026-03-14T09:00+01:00", datetime(2026, 3, 14, 8, tzinfo=UTC)),
     ):
-        assert parse_filter(term).list_kwargs(NOW)["since"] == moment, term
+        assert parse_filter(term).where(NOW).since == moment, term
     # before: with a duration means "older than": finished more than 2 hours ago
-    assert parse_filter("before:2h").list_kwargs(NOW)["before"] == NOW - timedelta(hours=2)
+    assert parse_filter("before:2h").where(NOW).before == NOW - timedelta(hours=2)
     assert parse_filter("sort:id").sort.text == "id"
     assert parse_filter("sort:-id").filter_text == ""  # the default order is not spelled out
 

@@ -217,7 +217,7 @@ async def test_admin_cancel_reaches_the_running_handler(client: Client) -> None:
     async def handler(job: Job[Args]) -> None:
         started.set()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(job._cancelled.wait(), 5)
+            await asyncio.wait_for(job.wait_cancelled(), 5)
         observed.append(job.is_cancelled())
         finished.set()
 

@@ -108,7 +108,7 @@ async def test_a_max_length_schema_works_end_to_end(migrated_dsn: str) -> None:
         @client.task(kind="long_wait", queue="cancels")
         async def long_wait(job: Job[dict[str, int]]) -> None:
             running.set_result(job)
-            await job._cancelled.wait()  # set only by the cancel notification
+            await job.wait_cancelled()  # set only by the cancel notification
             heard_cancel.set()
 
         @client.task(kind="park")
