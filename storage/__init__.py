@@ -51,6 +51,7 @@ from storage.values.errors import (
 from storage.values.events import JobEvent
 from storage.values.health import Health, HealthState
 from storage.values.models import (
+    HEARTBEAT_STALE_SECONDS,
     AttemptSpan,
     DlqInfo,
     FailureGroup,
@@ -69,6 +70,7 @@ from storage.values.results import CallbackToken, Cancel, RetryAfter, Snooze, Wa
 from storage.values.schema import Violation, schema_violations
 
 __all__ = [
+    "HEARTBEAT_STALE_SECONDS",
     "MAX_OUTPUT_BYTES",
     "ArgsValidationError",
     "AttemptSpan",

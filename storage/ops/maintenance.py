@@ -31,6 +31,7 @@ from storage.db.sql import (
 from storage.finalize.types import AttemptRecord, AttemptRef
 from storage.insert import enqueue, periodic, unique
 from storage.ops.rescue import Rescued, end_attempt
+from storage.values.models import HEARTBEAT_STALE_SECONDS
 
 log = logging.getLogger("storage")
 
@@ -209,7 +210,7 @@ UPDATE queue_lanes l SET claim_seq = COALESCE(
 
 @dataclass(frozen=True)
 class MaintenanceSettings:
-    heartbeat_stale_seconds: float = 60.0
+    heartbeat_stale_seconds: float = HEARTBEAT_STALE_SECONDS
     queue_rotate_interval: timedelta = timedelta(minutes=15)
     claim_rotate_interval: timedelta = timedelta(minutes=5)
     failed_retention: timedelta = timedelta(hours=72)
