@@ -26,6 +26,8 @@ Exit codes:
     5  permission denied (the role lacks a privilege, e.g. CREATE for ``migrate``)
     6  timed out (a statement or lock wait ran past its timeout; nothing was applied, re-run)
     7  ``worker --processes``: a worker process died without being asked (killed by a signal)
+    8  the database is not awa-tui's: Awa's own (``awa.schema_version``), another tool's, or
+       migrated by a newer awa-tui; nothing is read or written (``migrate`` refuses it too)
     70 an unexpected internal error stopped the console (a bug; one line on stderr, no locals)
     130 interrupted (SIGINT / Ctrl-C outside the console, while --demo starts, or ``serve``)
     129, 143  --demo ended by SIGHUP (a closed terminal) or SIGTERM; the demo still cleans up
@@ -72,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "`awa-tui serve --help`).",
         epilog=(
             "Exit codes: 0 ok, 2 usage/configuration, 3 cannot connect, 4 schema not migrated, "
-            "5 permission denied, 6 timed out, 70 internal error, 130 interrupted; a worker "
+            "5 permission denied, 6 timed out, 8 not an awa-tui database (Awa's own, or a newer "
+            "awa-tui's), 70 internal error, 130 interrupted; a worker "
             "also exits 1 when its runtime fails, 7 when one of its --processes dies."
         ),
     )

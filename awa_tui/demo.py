@@ -133,8 +133,7 @@ class DemoClient(Client):
         if self.workload is not None:
             await self.workload.close()
         # Quitting does not wait for the demo's handlers (one sleeps 45 s): they are cancelled
-        # before they write anything, so their attempts stay open and a later worker rescues
-        # them at their deadline.
+        # and their attempts given back as retries (one quick write).
         await self.shutdown(abandon=True)
         await super().close(timeout)
 

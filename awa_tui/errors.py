@@ -15,6 +15,7 @@ from storage import (
     CallbackNotFound,
     ConfigError,
     ConnectionFailed,
+    ForeignSchema,
     InvalidJobState,
     JobNotFound,
     OperationTimeout,
@@ -35,6 +36,7 @@ EXIT_SCHEMA = 4
 EXIT_PERMISSION = 5
 EXIT_TIMEOUT = 6
 EXIT_WORKER_DIED = 7  # awa-tui worker --processes: a worker process died without being asked
+EXIT_FOREIGN = 8  # the database is not awa-tui's (Awa's own, another tool's, a newer awa-tui's)
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an unexpected error reached the top level (a bug)
 EXIT_INTERRUPTED = 130  # SIGINT, as shells report it
 
@@ -68,6 +70,8 @@ def describe(exc: BaseException) -> UserMessage:
             return UserMessage("Output refused", output_error_text(exc), "error")
         case SchemaNotMigrated():
             return UserMessage("Schema not migrated", exc.message)
+        case ForeignSchema():
+            return UserMessage("Not an awa-tui database", exc.message)
         case ConnectionFailed():
             return UserMessage("Cannot reach the database", exc.message)
         case OperationTimeout():
@@ -100,6 +104,8 @@ def exit_code(exc: BaseException) -> int:
     """The CLI's documented exit code for a fatal start-up error."""
     if isinstance(exc, SchemaNotMigrated):
         return EXIT_SCHEMA
+    if isinstance(exc, ForeignSchema):
+        return EXIT_FOREIGN
     if isinstance(exc, PermissionDenied):
         return EXIT_PERMISSION
     if isinstance(exc, OperationTimeout):

@@ -7,7 +7,7 @@ from datetime import datetime
 from rich.text import Text
 
 from awa_tui.timefmt import relative
-from storage import JobKindDescriptor, JobRow, SortColumn, SortOrder
+from storage import HEARTBEAT_STALE_SECONDS, JobKindDescriptor, JobRow, SortColumn, SortOrder
 
 STATE_STYLES: dict[str, str] = {
     "available": "cyan",
@@ -61,6 +61,30 @@ def contextual_time(row: JobRow, now: datetime) -> str:
     """
     moment, _job_id = BY_WHEN.key(row)
     return relative(moment, now)
+
+
+STALE_MARK = "⚠ stale"
+
+
+def heartbeat_text(row: JobRow, now: datetime) -> Text:
+    """A running job's heartbeat age (``12s ago``), marked ``⚠ stale`` past the rescue
+    threshold: its worker is presumed dead and maintenance rescues it. Empty otherwise."""
+    if row.heartbeat_at is None:
+        return Text("")
+    age = relative(row.heartbeat_at, now)
+    if row.heartbeat_stale(now):
+        return Text(f"{age} {STALE_MARK}", style="bold yellow")
+    return Text(age, style="dim")
+
+
+def heartbeat_note(row: JobRow, now: datetime) -> Text:
+    """The detail's line: the age, and for a stale one what it means."""
+    text = heartbeat_text(row, now)
+    if row.heartbeat_stale(now):
+        text.append(
+            f": worker presumed dead (rescue after {HEARTBEAT_STALE_SECONDS:g}s)", style="yellow"
+        )
+    return text
 
 
 def kind_text(kind: str, descriptor: JobKindDescriptor | None) -> Text:

@@ -2,11 +2,12 @@
 
 The module is imported and ``tasks`` (any attribute name after the colon) must be a
 ``storage.Tasks``. On the first SIGTERM or SIGINT the worker stops claiming, lets running
-handlers finish for up to ``--grace`` seconds, abandons the rest (maintenance rescues their
-jobs, which run again), flushes completions and exits 0. It prints one line when it starts and
-one when it stops; storage's own warnings go to stderr too. No output, args or password is
-ever printed. ``--processes P`` runs P such workers under one parent (``worker_pool``); a
-worker started by that parent also stops, as on SIGTERM, once the parent is gone.
+handlers finish for up to ``--grace`` seconds, flushes their completions, gives the rest back
+(retried at once with an error entry saying the worker shut down) and exits 0. It prints one
+line when it starts and one when it stops; storage's own warnings go to stderr too. No output,
+args or password is ever printed. ``--processes P`` runs P such workers under one parent
+(``worker_pool``); a worker started by that parent also stops, as on SIGTERM, once the parent
+is gone.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the tasks a module declares until SIGTERM or SIGINT.",
         epilog="Exit codes: 0 stopped by a signal, 1 runtime failed, 2 usage/configuration, "
         "3 cannot connect, 4 schema not migrated, 5 permission denied, 6 timed out, "
-        "7 (--processes) a worker process died without being asked to stop.",
+        "7 (--processes) a worker process died without being asked to stop, 8 not an awa-tui "
+        "database (Awa's own, or a newer awa-tui's).",
     )
     parser.add_argument("target", metavar="MODULE:TASKS", help="e.g. myapp.jobs:tasks")
     parser.add_argument(

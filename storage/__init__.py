@@ -27,6 +27,7 @@ from storage.values.errors import (
     ConfigError,
     ConnectionFailed,
     DatabaseError,
+    ForeignSchema,
     InvalidFilter,
     InvalidJobState,
     InvalidName,
@@ -52,6 +53,7 @@ from storage.values.errors import (
 from storage.values.events import EventName, JobEvent
 from storage.values.health import Health, HealthState
 from storage.values.models import (
+    HEARTBEAT_STALE_SECONDS,
     AttemptSpan,
     DlqInfo,
     FailureGroup,
@@ -70,6 +72,7 @@ from storage.values.results import CallbackToken, Cancel, RetryAfter, Snooze, Wa
 from storage.values.schema import Violation, schema_violations
 
 __all__ = [
+    "HEARTBEAT_STALE_SECONDS",
     "MAX_OUTPUT_BYTES",
     "ArgsValidationError",
     "AttemptSpan",
@@ -87,6 +90,7 @@ __all__ = [
     "FailureGroup",
     "FailureGroupMembers",
     "FilterFields",
+    "ForeignSchema",
     "Health",
     "HealthState",
     "InvalidFilter",

@@ -13,7 +13,7 @@ import asyncpg
 
 from storage.callback_ops import CallbackOperations
 from storage.db.metrics import OutputMetrics
-from storage.db.migrator import LATEST_VERSION
+from storage.db.migrator import check_schema
 from storage.db.pool import acquire, close_pool, create_pool, snapshot, translate_errors
 from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
@@ -28,7 +28,6 @@ from storage.tasks import Tasks, TaskSpec
 from storage.values.errors import (
     AwaError,
     InvalidOption,
-    SchemaNotMigrated,
     UnknownKind,
     describe,
 )
@@ -42,7 +41,6 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 log = logging.getLogger("storage")
 
 KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
-SCHEMA_READY = "SELECT to_regclass(current_schema() || '.ready_entries') IS NOT NULL"
 SET_QUEUE = """
 INSERT INTO queue_settings (queue, dlq_enabled) VALUES ($1, $2)
 ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
@@ -102,7 +100,11 @@ class Client:
         command_timeout: float | None = 60,
         tasks: Tasks | None = None,
     ) -> Self:
-        """Open a pool on ``schema`` and check that the schema is migrated.
+        """Open a pool on ``schema`` and check that the database is this engine's: migrated
+        by awa-tui (its ledger, ``awa.schema_migrations``), at a version this release reads,
+        with ``schema`` installed. Otherwise it raises ``ForeignSchema`` (another tool made the
+        database, such as Awa itself, or a newer awa-tui migrated it) or ``SchemaNotMigrated``,
+        each saying what it found, and nothing stays open (``storage.db.schema_check``).
 
         ``tasks``: a registry declared at import time (``storage.Tasks``), shared, not copied.
 
@@ -120,11 +122,7 @@ class Client:
         client.callback_ops.loop = asyncio.get_running_loop()
         try:
             async with acquire(pool, dsn, "connect") as conn:
-                if not await conn.fetchval(SCHEMA_READY):
-                    raise SchemaNotMigrated(
-                        f"Schema {schema!r} has no queue storage; run `awa-tui migrate` "
-                        f"(migrations up to v{LATEST_VERSION:03d})."
-                    )
+                await check_schema(conn, schema)
                 await client.session.probe.present(conn)
         except BaseException:
             pool.terminate()  # nothing runs on it yet: no need to wait for anything

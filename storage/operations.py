@@ -14,6 +14,7 @@ from storage.insert import enqueue, periodic
 from storage.insert.plan import kind_of
 from storage.ops import admin, maintenance
 from storage.ops.maintenance import MaintenanceSettings, PassReport
+from storage.ops.rescue import emit_rescued
 from storage.read import counting, descriptors, failure_groups, listing, one_job, queues, timeline
 from storage.read.failure_groups import FailureGroupMembers
 from storage.read.listing_filter import FilterFields, ListFilter, SortKey, SortOrder, check_text
@@ -27,7 +28,6 @@ from storage.values.models import (
     JobKindDescriptor,
     JobPage,
     JobRow,
-    JobState,
     KindSummary,
     QueueSummary,
     StateCounts,
@@ -332,16 +332,8 @@ class Operations:
                 settings or MaintenanceSettings(),
                 outputs_supported=await self._session.probe.present(conn),
             )
-        # Each rescue committed in its own transaction: tell listeners now, in order. A rescue
-        # that failed the job for good is also an exhaustion.
-        for rescued in report.rescues:
-            self._session.events.emit(
-                JobEvent("rescued", rescued.job_id, rescued.kind, rescued.queue)
-            )
-            if rescued.state is JobState.FAILED:
-                self._session.events.emit(
-                    JobEvent("exhausted", rescued.job_id, rescued.kind, rescued.queue)
-                )
+        # Each rescue committed in its own transaction: tell listeners now, in order.
+        emit_rescued(self._session.events, report.rescues)
         return report
 
 

@@ -58,6 +58,15 @@ async def migrated_dsn(pg_dsn: str) -> str:
     return pg_dsn
 
 
+@pytest.fixture(scope="session")
+async def awa_made_dsn(pg_dsn: str) -> AsyncIterator[str]:
+    """A database the real Awa (awa-pg) migrated and failed one job in (``tests.awa_made``)."""
+    from tests.awa_made import awa_made_database
+
+    async with awa_made_database(pg_dsn) as dsn:
+        yield dsn
+
+
 @pytest.fixture
 async def schema(migrated_dsn: str) -> str:
     """A fresh queue-storage schema for this test, and no kind descriptors.

@@ -114,6 +114,11 @@ class JobOut(BaseModel):
     callback: CallbackInfoOut | None
     dlq: DlqInfo | None
     storage_path: str | None = Field(description='"compact" or "general" for completed jobs.')
+    heartbeat_at: datetime | None = Field(
+        None,
+        description="A running job's last heartbeat (its claim until the first one); past "
+        "the rescue threshold (60 s by default) its worker is presumed dead.",
+    )
     declared_output_type: str | None = Field(
         description="The output type the kind's descriptor declares (detail only)."
     )

@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             f"Every request needs 'Authorization: Bearer ${TOKEN_VARIABLE}'. Exit codes: 0 "
             "stopped by SIGTERM, 2 usage/configuration (no token, port taken), 3 cannot "
-            "connect, 4 schema not migrated, 5 permission denied, 6 timed out, 70 internal "
-            "error, 130 interrupted."
+            "connect, 4 schema not migrated, 5 permission denied, 6 timed out, 8 not an "
+            "awa-tui database (Awa's own, or a newer awa-tui's), 70 internal error, 130 "
+            "interrupted."
         ),
     )
     parser.add_argument(

@@ -133,6 +133,7 @@ class JobsScreen(AwaScreen):
         if bar.value != new.filter_text and not bar.has_focus:
             bar.value = new.filter_text
         self.table.mark_sort(new.sort)
+        self.table.show_heartbeats(new.tab == "running")
         if old != new:
             self.marks.clear()
             self.table.jobs = []

@@ -37,6 +37,7 @@ OUTCOMES = {
     "contract": ("failed (no callback)", "bold red"),
     "failed_external": ("failed by callback", "bold red"),
     "rescued": ("rescued (lease lost)", "bold yellow"),
+    "shutdown": ("given back (worker stopped)", "bold yellow"),
     "callback_timeout": ("callback timed out", "bold yellow"),
     "cancel": ("cancelled by handler", "dim"),
     "cancelled_admin": ("cancelled by operator", "dim"),

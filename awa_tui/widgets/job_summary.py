@@ -8,7 +8,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from awa_tui.present import state_text
+from awa_tui.present import heartbeat_note, state_text
 from awa_tui.timefmt import both
 from storage import JobKindDescriptor, JobRow, JobState
 
@@ -38,6 +38,8 @@ def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: dateti
         ("Tags", ", ".join(row.tags) if row.tags else Text("none", style="dim")),
         ("Unique key", unique_key_text(row)),
     ]
+    if row.heartbeat_at is not None:
+        pairs += [("Heartbeat", heartbeat_note(row, now)), ("", "")]
     if row.callback is not None:
         pairs += [
             ("Callback id", Text(row.callback.callback_id, style="bold magenta")),

@@ -16,6 +16,7 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 from awa_tui.present import (
     attempt_text,
     contextual_time,
+    heartbeat_text,
     kind_text,
     one_line,
     output_marker,
@@ -35,6 +36,9 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("output", "out", 3),
     ("error", "last error", None),
 )
+HEARTBEAT_COLUMN = ("beat", "heartbeat", None)
+"""On the Running tab it takes the last error's place (a running job shows no last error)."""
+CELL_KEYS = (*(key for key, _l, _w in COLUMNS), HEARTBEAT_COLUMN[0])
 SORT_COLUMNS = {SortColumn.ID: "id", SortColumn.WHEN: "time", SortColumn.ATTEMPTS: "attempt"}
 ERROR_WIDTH = 60
 MIN_ERROR = 24  # at least this much of the last error stays on screen
@@ -44,9 +48,10 @@ SHRINK_STEPS: tuple[str, ...] = ("queue", "attempt", "kind", "time")
 id, kind, state and last error always stay."""
 
 
-def fit_columns(width: int) -> tuple[tuple[str, str, int | None], ...]:
-    """The columns shown in ``width`` cells, so the last error keeps ``MIN_ERROR`` of them."""
-    columns = list(COLUMNS)
+def fit_columns(width: int, heartbeats: bool = False) -> tuple[tuple[str, str, int | None], ...]:
+    """The columns shown in ``width`` cells, so the last error (or the heartbeat) keeps
+    ``MIN_ERROR`` of them."""
+    columns = [HEARTBEAT_COLUMN if heartbeats and c[0] == "error" else c for c in COLUMNS]
 
     def needed() -> int:  # each cell has one cell of padding on both sides; 2 for a scrollbar
         return sum((w if w is not None else MIN_ERROR) + 2 for _k, _l, w in columns) + 2
@@ -77,6 +82,7 @@ def job_cells(row: JobRow, now: datetime, describe: Lookup, marked: bool) -> lis
         contextual_time(row, now),
         output_marker(row),
         Text(error, style="red") if error else "",
+        heartbeat_text(row, now),
     ]
 
 
@@ -110,14 +116,22 @@ class JobTable(Guarded, DataTable[Text | str]):
         self._render_ctx: tuple[datetime, Lookup] | None = None
         self.sort_mark: tuple[str, bool] | None = None
         """The column key of a non-default order and whether it is descending."""
+        self.heartbeats = False
+        """Whether the heartbeat column is shown (the Running tab)."""
 
     def on_mount(self) -> None:
-        self._set_columns(fit_columns(self.size.width or 200))
+        self._set_columns(fit_columns(self.size.width or 200, self.heartbeats))
 
     def on_resize(self, event: events.Resize) -> None:
-        columns = fit_columns(event.size.width)
+        columns = fit_columns(event.size.width, self.heartbeats)
         if columns != self.shown_columns:
             self._rebuild(columns)
+
+    def show_heartbeats(self, on: bool) -> None:
+        """Show each running job's heartbeat age in place of the last error (Running tab)."""
+        if on != self.heartbeats:
+            self.heartbeats = on
+            self._rebuild(fit_columns(self.size.width or 200, on))
 
     def mark_sort(self, order: SortOrder) -> None:
         """Mark the column of an order other than the default (newest first) with ▼ or ▲."""
@@ -148,7 +162,7 @@ class JobTable(Guarded, DataTable[Text | str]):
         self, row: JobRow, now: datetime, describe: Lookup, marks: Collection[int]
     ) -> list[Text | str]:
         values = job_cells(row, now, describe, row.id in marks)
-        cells = dict(zip((key for key, _l, _w in COLUMNS), values, strict=True))
+        cells = dict(zip(CELL_KEYS, values, strict=True))
         return [cells[key] for key, _l, _w in self.shown_columns]
 
     @property

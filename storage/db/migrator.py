@@ -6,12 +6,15 @@ back, so the range can simply be run again.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from importlib.resources import files
 
+from storage.db import schema_check
 from storage.db.pool import Conn, connect_once, translate_errors
 from storage.db.sql import LOCK_MIGRATIONS
+from storage.values.errors import SchemaNotMigrated
 from storage.values.names import check_schema_name
 
 _FILE = re.compile(r"^v(\d{3})_([a-z0-9_]+)\.sql$")
@@ -48,6 +51,14 @@ def available_migrations() -> list[Migration]:
 
 
 LATEST_VERSION = available_migrations()[-1].version
+SHIPPED = {m.version: m.name for m in available_migrations()}
+"""This release's migrations, version -> name: what ``check_schema`` expects the ledger to hold."""
+
+
+async def check_schema(conn: Conn, schema: str) -> None:
+    """Refuse a database awa-tui did not migrate, or one at a version this release does not
+    read, or without ``schema`` installed (``storage.db.schema_check``)."""
+    await schema_check.check_schema(conn, schema, SHIPPED)
 
 
 async def applied_versions(conn: Conn) -> set[int]:
@@ -57,10 +68,15 @@ async def applied_versions(conn: Conn) -> set[int]:
 
 
 async def migrate_connection(conn: Conn, *, target: int | None = None) -> list[int]:
-    """Apply pending migrations up to ``target`` (default: all) on one connection."""
+    """Apply pending migrations up to ``target`` (default: all) on one connection.
+
+    A database another tool made (Awa's own schema, or other tables in ``awa`` and no ledger)
+    raises ``ForeignSchema`` and nothing is written (``storage.db.schema_check``)."""
     applied: list[int] = []
     async with conn.transaction():
         await conn.execute(LOCK_MIGRATIONS)
+        with contextlib.suppress(SchemaNotMigrated):  # an empty database: what migrate is for
+            await schema_check.refuse_foreign(conn, "awa", SHIPPED)
         await conn.execute(_CREATE_LEDGER)
         done = await applied_versions(conn)
         for migration in available_migrations():
@@ -76,7 +92,8 @@ async def migrate(dsn: str | None, *, target: int | None = None) -> list[int]:
     """Bring the database at ``dsn`` up to date. Returns the versions applied now.
 
     Every failure is an ``AwaError``: ``ConnectionFailed``, ``PermissionDenied`` (the role may
-    not create the control schema or its objects), ``OperationTimeout`` (a lock wait), or
+    not create the control schema or its objects), ``OperationTimeout`` (a lock wait),
+    ``ForeignSchema`` (another tool made this database: it is left as it is), or
     ``DatabaseError``; nothing is applied then, and the run can simply be repeated.
     """
     async with connect_once(dsn) as conn:

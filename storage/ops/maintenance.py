@@ -29,11 +29,10 @@ from storage.db.sql import (
     UNLOCK_MAINTENANCE_LEADER,
     with_or_without,
 )
-from storage.finalize import attempt_writes
-from storage.finalize.rules import Failure
-from storage.finalize.types import AttemptRecord, AttemptRef, Outcome
+from storage.finalize.types import AttemptRecord, AttemptRef
 from storage.insert import enqueue, periodic, unique
-from storage.values.models import JobState
+from storage.ops.rescue import Rescued, end_attempt
+from storage.values.models import HEARTBEAT_STALE_SECONDS
 
 log = logging.getLogger("storage")
 
@@ -214,24 +213,12 @@ UPDATE queue_lanes l SET claim_seq = COALESCE(
 
 @dataclass(frozen=True)
 class MaintenanceSettings:
-    heartbeat_stale_seconds: float = 60.0
+    heartbeat_stale_seconds: float = HEARTBEAT_STALE_SECONDS
     queue_rotate_interval: timedelta = timedelta(minutes=15)
     claim_rotate_interval: timedelta = timedelta(minutes=5)
     failed_retention: timedelta = timedelta(hours=72)
     dlq_retention: timedelta = timedelta(days=30)  # then dead-lettered jobs are purged
     batch: int = 1000
-
-
-@dataclass(frozen=True)
-class Rescued:
-    """One attempt a maintenance pass closed, and where its job went (retryable or failed)."""
-
-    job_id: int
-    kind: str
-    queue: str
-    reason: str
-    state: JobState | None
-    dlq_reason: str | None = None
 
 
 @dataclass
@@ -318,21 +305,9 @@ async def rescue_expired(conn: Conn, settings: MaintenanceSettings) -> list[Resc
             max_attempts=r["max_attempts"],
             attempted_at=r["claimed_at"],
         )
-        ended = await attempt_writes.fail(
-            conn,
-            record,
-            Failure.ERROR,
-            r["reason"],
-            outputs_supported=False,
-            retry_in=0,
-            closure="rescued",
-        )
-        if ended.outcome is Outcome.WRITTEN:
-            rescued.append(
-                Rescued(
-                    r["job_id"], r["kind"], r["queue"], r["reason"], ended.state, ended.dlq_reason
-                )
-            )
+        ended = await end_attempt(conn, record, r["kind"], r["queue"], r["reason"], "rescued")
+        if ended is not None:
+            rescued.append(ended)
     return rescued
 
 
@@ -347,28 +322,18 @@ async def rescue_callback_timeouts(conn: Conn, settings: MaintenanceSettings) ->
             max_attempts=r["max_attempts"],
             attempted_at=r["claimed_at"],
         )
-        ended = await attempt_writes.fail(
+        ended = await end_attempt(
             conn,
             record,
-            Failure.ERROR,
+            r["kind"],
+            r["queue"],
             "callback timed out",
-            outputs_supported=False,
-            retry_in=0,
-            closure="callback_timeout",
+            "callback_timeout",
             dlq_reason="callback_timeout",
         )
-        if ended.outcome is Outcome.WRITTEN:
+        if ended is not None:
             await conn.execute(NOTIFY_CALLBACK, r["callback_id"])
-            done.append(
-                Rescued(
-                    r["job_id"],
-                    r["kind"],
-                    r["queue"],
-                    "callback timed out",
-                    ended.state,
-                    ended.dlq_reason,
-                )
-            )
+            done.append(ended)
     return done
 
 

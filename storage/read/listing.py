@@ -78,7 +78,8 @@ SELECT {_COLUMNS}, o.attempt, o.claimed_at AS attempted_at, NULL::timestamptz AS
             ELSE COALESCE(r.payload, '{{}}') || jsonb_build_object('progress', s.progress) END
        AS payload,
        false AS has_output, s.callback_id, s.callback_timeout_at,
-       COALESCE(s.state, 'running') AS attempt_state
+       COALESCE(s.state, 'running') AS attempt_state,
+       COALESCE(s.heartbeat_at, o.claimed_at) AS heartbeat_at
   FROM open o
   JOIN ready_entries r ON r.job_id = o.job_id AND r.run_lease = o.run_lease
   LEFT JOIN attempt_state s ON s.job_id = o.job_id AND s.run_lease = o.run_lease
@@ -319,7 +320,8 @@ def _open_row(r: asyncpg.Record, state: JobState) -> JobRow:
             timeout_at=r["callback_timeout_at"],
             state=r["attempt_state"],
         )
-    return _row(r, state, callback=callback)
+    heartbeat_at = r["heartbeat_at"] if state is JobState.RUNNING else None
+    return _row(r, state, callback=callback, heartbeat_at=heartbeat_at)
 
 
 async def _compact_page(conn: Conn, page: _Page, order: SortOrder, outputs: bool) -> list[JobRow]:

@@ -194,6 +194,7 @@ async def _claimed(conn: Conn, base: dict[str, Any], outputs: bool) -> JobRow | 
         state=JobState.WAITING_EXTERNAL if waiting else JobState.RUNNING,
         payload=payload,
         callback=callback,
+        heartbeat_at=None if waiting else state.get("heartbeat_at") or claim["claimed_at"],
     )
 
 

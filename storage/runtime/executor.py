@@ -117,12 +117,12 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     spec = host.task_spec(claimed.kind)
     if spec is None:
         missing = _Failed(Failure.TERMINAL, f"no handler is registered for kind {claimed.kind!r}")
-        return await _finish(host, claimed, _record(claimed), missing, tracker)
+        return await _finish(host, claimed, attempt_record(claimed), missing, tracker)
     try:
         job = handler_job(claimed, spec, host)
     except JsonDecodeMismatch as exc:
         mismatch = _Failed(Failure.TERMINAL, f"args do not match {spec.args_type_name}: {exc}")
-        return await _finish(host, claimed, _record(claimed), mismatch, tracker)
+        return await _finish(host, claimed, attempt_record(claimed), mismatch, tracker)
     tracker.job = job
     if host.events.wants(claimed.kind, "started"):
         host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
@@ -146,7 +146,7 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     if verdict is _COMPLETED and _compact_now(host, claimed, end):
         _submit_compact(host, claimed, end.output_text, tracker)
         return None
-    record = _record(claimed)
+    record = attempt_record(claimed)
     record.output_text = end.output_text
     record.progress = end.progress
     if end.staged:
@@ -155,7 +155,8 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     return await _finish(host, claimed, record, verdict, tracker)
 
 
-def _record(claimed: ClaimedJob) -> AttemptRecord:
+def attempt_record(claimed: ClaimedJob) -> AttemptRecord:
+    """What the executor knows about ``claimed`` before its handler ends."""
     ref = AttemptRef(claimed.job_id, claimed.run_lease, claimed.claim_id)
     return AttemptRecord(ref, claimed.attempt, claimed.max_attempts, claimed.claimed_at)
 

@@ -19,6 +19,7 @@ from typing import Any
 from storage.db.pool import Conn, pooled
 from storage.db.sql import OPEN_ATTEMPTS
 from storage.finalize.types import AttemptKey, CompactCompletion, Outcome
+from storage.ops import rescue
 from storage.ops.maintenance import MaintenanceSettings, advance_horizon
 from storage.read.descriptors import SYNC_INTERVAL_SECONDS
 from storage.runtime import claim, executor
@@ -27,12 +28,14 @@ from storage.runtime.host import WorkerHost
 from storage.runtime.job import Job
 from storage.runtime.sizing import PROBE_SECONDS, Sizing
 from storage.runtime.supervise import Supervisor
-from storage.values.errors import ConfigError, RuntimeFailed
+from storage.values.errors import ConfigError, RuntimeFailed, describe
 from storage.values.health import Health
 
 log = logging.getLogger("storage")
 
 SPAWN_WAVE = 64
+RELEASE_TIMEOUT = 10.0
+"""Seconds ``stop`` gives the write that hands abandoned attempts back (then rescue will)."""
 """Handlers started per turn of the event loop (``Runtime._start_handlers``)."""
 
 HEARTBEAT = """
@@ -223,8 +226,11 @@ class Runtime:
 
     async def stop(self, *, abandon: bool = False, grace: float | None = None) -> None:
         """Stop claiming; wait for running handlers (or cancel them when ``abandon``, or
-        those still running after ``grace`` seconds). A cancelled attempt stays open until
-        maintenance rescues it, so its job runs again."""
+        those still running after ``grace`` seconds). The attempts of cancelled handlers are
+        given back at once, after the completions of the others are flushed: retried (or
+        failed, when that was their last attempt) with an error entry saying the worker shut
+        down, in one transaction (``storage.ops.rescue.release_abandoned``). If that write
+        fails they stay open until maintenance rescues them, as before."""
         self.supervisor.stop()
         self._wake.set()
         self._slot_free.set()
@@ -234,22 +240,53 @@ class Runtime:
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            running = [a.task for a in self.inflight.values() if a.task is not None]
+            attempts = [a for a in self.inflight.values() if a.task is not None]
+            running = [a.task for a in attempts if a.task is not None]
             if running and not abandon and grace is not None:
                 _, late = await asyncio.wait(running, timeout=grace)
                 abandon = bool(late)
+            abandoned: list[InFlight] = []
             if abandon:
-                for attempt_task in running:
-                    attempt_task.cancel()
+                for attempt in attempts:
+                    if attempt.task is not None and not attempt.task.done():
+                        abandoned.append(attempt)
+                        attempt.task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             await self.host.batcher.drain()
         except asyncio.CancelledError:
             # The stop itself was cancelled (``Client.close``'s bound ran out): nothing of
-            # this runtime may keep running after it, so every handler is abandoned.
+            # this runtime may keep running after it, so every handler is abandoned (rescue
+            # gives those jobs back later: there is no time left to write it now).
             for attempt in list(self.inflight.values()):
                 if attempt.task is not None:
                     attempt.task.cancel()
             raise
+        if abandoned:
+            await self._release(abandoned)
+
+    async def _release(self, abandoned: list[InFlight]) -> None:
+        """Give back the abandoned attempts (``stop``); a failure is logged, never raised: the
+        runtime is stopping either way, and rescue still ends them later."""
+        records = []
+        for attempt in abandoned:
+            record = executor.attempt_record(attempt.claimed)
+            if attempt.job is not None:
+                record.progress = attempt.job.progress_set
+            records.append((record, attempt.claimed.kind, attempt.claimed.queue))
+        try:
+            async with asyncio.timeout(RELEASE_TIMEOUT):
+                async with pooled(self.host.pool) as conn:
+                    released = await rescue.release_abandoned(conn, records)
+        except Exception as exc:  # TimeoutError too
+            log.warning(
+                "could not give back %d abandoned attempts at shutdown (%s); maintenance "
+                "rescues them once their heartbeat is %ss old",
+                len(records),
+                describe(exc),
+                self.maintenance.heartbeat_stale_seconds,
+            )
+            return
+        rescue.emit_rescued(self.host.events, released)
 
     def cancel_attempt(self, key: AttemptKey) -> None:
         attempt = self.inflight.get(key)

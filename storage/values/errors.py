@@ -90,6 +90,21 @@ class SchemaNotMigrated(AwaError):
     """The database has not been migrated; run `awa-tui migrate --dsn ...` first."""
 
 
+class ForeignSchema(AwaError):
+    """This database was not made by awa-tui; awa-tui reads only databases it migrated.
+
+    ``found`` says what is there instead: ``"awa"`` (Awa's own schema, at ``version``),
+    ``"newer"`` (a ledger from a newer awa-tui, at ``version``), ``"unknown"`` (a ledger naming
+    migrations this release does not ship) or ``"other"`` (tables in ``awa`` and no ledger).
+    Unlike ``SchemaNotMigrated`` it is not fixed by ``awa-tui migrate``, which refuses it too.
+    """
+
+    def __init__(self, found: str, message: str, *, version: int | None = None) -> None:
+        self.found = found
+        self.version = version
+        super().__init__(message)
+
+
 class ReadOnlyError(AwaError):
     """This session is read-only, so it cannot change jobs."""
 

@@ -25,6 +25,10 @@ class JobState(StrEnum):
 
 TERMINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED})
 
+HEARTBEAT_STALE_SECONDS = 60.0
+"""Maintenance rescues a running attempt whose heartbeat is this old, unless its runtimes were
+started with another ``MaintenanceSettings.heartbeat_stale_seconds`` (``--rescue-after``)."""
+
 
 class DlqInfo(BaseModel):
     """Why and when a job was dead-lettered."""
@@ -84,6 +88,10 @@ class JobRow(BaseModel):
     callback: CallbackInfo | None = None
     dlq: DlqInfo | None = None
     storage_path: str | None = None  # "compact" | "general" for completed jobs
+    # A running job's last sign of life: its attempt's last heartbeat, or its claim until the
+    # first one (a runtime heartbeats attempts that outlast one interval). Rescue measures
+    # staleness from the same moment. None in every other state.
+    heartbeat_at: datetime | None = None
     # The output type name the kind's descriptor declares, when read with it (``get_job``);
     # ``output_as`` refuses another type. None: the kind declares none, or it was not looked up.
     declared_output_type: str | None = None
@@ -92,6 +100,18 @@ class JobRow(BaseModel):
     def output(self) -> Any:
         """The stored output decoded, or None."""
         return None if self.output_text is None else orjson.loads(self.output_text)
+
+    def heartbeat_age(self, now: datetime) -> timedelta | None:
+        """How long ago the running attempt last showed life (None: not running)."""
+        if self.heartbeat_at is None:
+            return None
+        return max(now - self.heartbeat_at, timedelta(0))
+
+    def heartbeat_stale(self, now: datetime, after: float = HEARTBEAT_STALE_SECONDS) -> bool:
+        """Whether the running attempt is past the rescue threshold: its worker is presumed
+        dead, and the next maintenance pass rescues it."""
+        age = self.heartbeat_age(now)
+        return age is not None and age.total_seconds() > after
 
     @property
     def last_error(self) -> str | None:

@@ -1,5 +1,5 @@
-"""For migration tests: a database at an older migration (as a deployment is before an
-upgrade), and the locks a re-run of a migration's tail took (it must take none)."""
+"""For migration tests: a fresh database, one at an older migration (as a deployment is before
+an upgrade), and the locks a re-run of a migration's tail took (it must take none)."""
 
 from __future__ import annotations
 
@@ -21,20 +21,26 @@ SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
 
 
 @asynccontextmanager
-async def database_at(pg_dsn: str, prefix: str, version: int) -> AsyncIterator[str]:
-    """A fresh database (``prefix`` and this process's id) migrated only to ``version``; its
-    DSN, and the database dropped afterwards."""
+async def fresh_database(pg_dsn: str, prefix: str) -> AsyncIterator[str]:
+    """A new empty database on the test server (``prefix`` and this process's id); its DSN,
+    and the database dropped afterwards."""
     name = f"{prefix}_{os.getpid()}"
     async with connect_once(pg_dsn) as admin:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         await admin.execute(f"CREATE DATABASE {name}")
-    dsn = urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
     try:
-        await migrate(dsn, target=version)
-        yield dsn
+        yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
     finally:
         async with connect_once(pg_dsn) as admin:
             await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@asynccontextmanager
+async def database_at(pg_dsn: str, prefix: str, version: int) -> AsyncIterator[str]:
+    """A fresh database migrated only to ``version`` (``fresh_database``)."""
+    async with fresh_database(pg_dsn, prefix) as dsn:
+        await migrate(dsn, target=version)
+        yield dsn
 
 
 async def locks_on_schema(conn: asyncpg.Connection, schema: str) -> int:

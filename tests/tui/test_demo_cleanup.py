@@ -13,6 +13,7 @@ from awa_tui.query import TABS
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.jobs import JobsScreen
 from storage import Client, JobState, migrate
+from storage.ops.rescue import SHUTDOWN_REASON
 from tests.tui.live import assert_alive, reach, step
 from tests.tui.scenarios import SIZE
 
@@ -44,12 +45,12 @@ async def test_demo_runs_live_then_quits_without_waiting_and_cleans_up() -> None
             assert_alive(app)
             await pilot.press("q")
         assert app._exception is None
-        # The 45 s report was abandoned, not awaited: still running, nothing written for it,
-        # so a worker will rescue it at its deadline.
+        # The 45 s report was abandoned, not awaited: given back at once, to run again.
         async with await Client.connect(server.dsn) as client:
             reports = await client.list_jobs(kind="build_report", limit=10)
         nightly = [r for r in reports if r.args["report"] == "nightly-sales"]
-        assert [r.state for r in nightly] == [JobState.RUNNING]
+        assert [r.state for r in nightly] == [JobState.RETRYABLE]
+        assert nightly[0].last_error == SHUTDOWN_REASON
     finally:
         await asyncio.to_thread(server.stop)
     assert not process_alive(pid)
