@@ -152,12 +152,11 @@ class Job(Generic[A]):
     # -- the end (the runtime's) -----------------------------------------------------------------
     def finish(self) -> AttemptEnd:
         """Seal the attempt once its handler returned: what it recorded, for the writer."""
-        return AttemptEnd(
-            self._slot.seal(),
-            self.progress if self._progress_dirty else None,
-            self._staged or (),
-            self._poisoned,
-        )
+        text, dirty = self._slot.seal(), self._progress_dirty
+        if text is None and self._staged is None and self._poisoned is None and not dirty:
+            return _NOTHING_RECORDED  # the plain attempt: no tuple built per job
+        progress = self.progress if dirty else None
+        return AttemptEnd(text, progress, self._staged or (), self._poisoned)
 
     # -- staged follow-ups --------------------------------------------------------------------
     def stage(self, args: Any, **options: Any) -> None:
@@ -189,3 +188,6 @@ class Job(Generic[A]):
         if self._services is None:
             raise StageError("This job has no runtime to wait for callbacks with.")
         return await self._services.wait_for_callback(self, token)
+
+
+_NOTHING_RECORDED = AttemptEnd(None, None, (), None)
