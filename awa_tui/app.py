@@ -41,12 +41,15 @@ from awa_tui.resilience import (
 from awa_tui.screens.base import AwaScreen
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
+from awa_tui.watchers import sweep
 from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, redact_secrets
 
 ClientFactory = Callable[[], Awaitable[Client]]
 
 # Worker groups that only read: their success means the database answered.
 READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "schedules", "probe"})
+
+CLOCK_INTERVAL = 1.0  # seconds between ticks of the app's clock (relative times are in seconds)
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -76,6 +79,10 @@ class AwaApp(Guarded, App[int]):
     connection: reactive[ConnectionState] = reactive(ConnectionState, init=False)
     """Live / lost since T, set by every read; the header and every screen's banner show it."""
 
+    tick: reactive[datetime] = reactive(system_clock, init=False)
+    """The app's one clock, set from ``now()`` every ``CLOCK_INTERVAL``: what shows a relative
+    time ("15s ago") watches it, so it ticks without a timer of its own."""
+
     def __init__(
         self,
         settings: AppSettings,
@@ -96,6 +103,7 @@ class AwaApp(Guarded, App[int]):
         self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
         self._last_read = 0.0  # monotonic time of the last successful read
         self._runtime_state = "stopped"  # the client's runtime health, to notify its changes
+        self.set_reactive(AwaApp.tick, self._clock())
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
 
@@ -130,6 +138,12 @@ class AwaApp(Guarded, App[int]):
             self.push_screen(JobDetailScreen(settings.initial_job))
         self.connect()
         self.set_interval(self.health_interval, self._check_health)
+        self.set_interval(CLOCK_INTERVAL, self._tick_clock)
+
+    def _tick_clock(self) -> None:
+        """Advance the clock, and drop the watchers removed widgets left behind (``sweep``)."""
+        sweep(self)
+        self.tick = self.now()
 
     @work(exclusive=True, exit_on_error=False, group="connect")
     async def connect(self) -> None:
