@@ -56,6 +56,7 @@ class FrameClock:
         self.done: Callable[[], bool] = lambda: False
         self.finished: asyncio.Future[float] | None = None
         self.frames = 0
+        self.said_stopping = False  # a frame was drawn while the header said "stopping…"
         self.shown = False  # the browser's table got a page since the key
         display = app._display
         browser = app.screen
@@ -71,6 +72,7 @@ class FrameClock:
         def timed_display(screen: Any, renderable: Any) -> None:
             display(screen, renderable)
             self.frames += 1
+            self.said_stopping = self.said_stopping or app.sub_title.startswith("stopping")
             if self.finished is not None and not self.finished.done() and self.done():
                 self.finished.set_result(time.perf_counter())
 
@@ -143,14 +145,11 @@ async def measure_keys(app: AwaApp, clock: FrameClock) -> dict[str, float]:
 async def quit_ms(app: AwaApp, clock: FrameClock) -> tuple[float, bool]:
     """Post ``q``; milliseconds until the app stopped running, and whether a frame drawn after
     the key said "stopping…" (the header)."""
-    frames = clock.frames
-    said = False
     started = time.perf_counter()
     clock.post("q")
     while app.is_running:
-        said = said or (app.sub_title.startswith("stopping") and clock.frames > frames)
         await asyncio.sleep(0.005)
-    return (time.perf_counter() - started) * 1000, said
+    return (time.perf_counter() - started) * 1000, clock.said_stopping
 
 
 async def run_app(
