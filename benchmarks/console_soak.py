@@ -147,7 +147,9 @@ async def quit_ms(app: AwaApp, clock: FrameClock) -> tuple[float, bool]:
     the key said "stopping…" (the header)."""
     started = time.perf_counter()
     clock.post("q")
+    polls = 0  # the app's own exit signals are private: poll it, 5 ms apart
     while app.is_running:
+        polls += 1
         await asyncio.sleep(0.005)
     return (time.perf_counter() - started) * 1000, clock.said_stopping
 
