@@ -52,6 +52,7 @@ READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "sch
 
 QUIT_BOUND = 0.6  # seconds the quit waits for the client to close before terminating its pool
 CANCELLED_READ_NOTE = "Resetting connection with an active transaction"
+QUIET_AFTER_QUIT = 2.0  # seconds asyncpg's notes about the quit's cancelled reads stay hidden
 CLOCK_INTERVAL = 1.0  # seconds between ticks of the app's clock (relative times are in seconds)
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
@@ -262,7 +263,14 @@ class AwaApp(Guarded, App[int]):
         except TimeoutError:
             client.pool.terminate()
         finally:
-            asyncio.get_running_loop().set_exception_handler(self._loop_handler)
+            # The pool releases the cancelled reads' connections after this: keep the filter a
+            # little longer, then give the loop its handler back (unless another app took it).
+            loop = asyncio.get_running_loop()
+            loop.call_later(QUIET_AFTER_QUIT, self._restore_loop_handler, loop)
+
+    def _restore_loop_handler(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop.get_exception_handler() == self._loop_exception:
+            loop.set_exception_handler(self._loop_handler)
 
     # -- errors -------------------------------------------------------------------------------
     def worker_state_changed(self, event: Worker.StateChanged) -> None:
