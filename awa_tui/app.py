@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import orjson
 from textual import work
@@ -41,12 +41,19 @@ from awa_tui.resilience import (
 from awa_tui.screens.base import AwaScreen
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
+from awa_tui.watchers import sweep
 from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, redact_secrets
 
 ClientFactory = Callable[[], Awaitable[Client]]
+LoopHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
 
 # Worker groups that only read: their success means the database answered.
 READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "schedules", "probe"})
+
+QUIT_BOUND = 0.6  # seconds the quit waits for the client to close before terminating its pool
+CANCELLED_READ_NOTE = "Resetting connection with an active transaction"
+QUIET_AFTER_QUIT = 2.0  # seconds asyncpg's notes about the quit's cancelled reads stay hidden
+CLOCK_INTERVAL = 1.0  # seconds between ticks of the app's clock (relative times are in seconds)
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -76,6 +83,10 @@ class AwaApp(Guarded, App[int]):
     connection: reactive[ConnectionState] = reactive(ConnectionState, init=False)
     """Live / lost since T, set by every read; the header and every screen's banner show it."""
 
+    tick: reactive[datetime] = reactive(system_clock, init=False)
+    """The app's one clock, set from ``now()`` every ``CLOCK_INTERVAL``: what shows a relative
+    time ("15s ago") watches it, so it ticks without a timer of its own."""
+
     def __init__(
         self,
         settings: AppSettings,
@@ -96,6 +107,10 @@ class AwaApp(Guarded, App[int]):
         self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
         self._last_read = 0.0  # monotonic time of the last successful read
         self._runtime_state = "stopped"  # the client's runtime health, to notify its changes
+        self._loop_handler: LoopHandler | None = None
+        self.stopping = False
+        """Quitting: the app exits; asyncpg's notes about cancelled reads are not shown."""
+        self.set_reactive(AwaApp.tick, self._clock())
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
 
@@ -130,6 +145,24 @@ class AwaApp(Guarded, App[int]):
             self.push_screen(JobDetailScreen(settings.initial_job))
         self.connect()
         self.set_interval(self.health_interval, self._check_health)
+        self.set_interval(CLOCK_INTERVAL, self._tick_clock)
+        loop = asyncio.get_running_loop()
+        self._loop_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._loop_exception)
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The loop's reports, less asyncpg's note about each read the quit cancelled."""
+        if self.stopping and str(context.get("message", "")).startswith(CANCELLED_READ_NOTE):
+            return
+        if self._loop_handler is not None:
+            self._loop_handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def _tick_clock(self) -> None:
+        """Advance the clock, and drop the watchers removed widgets left behind (``sweep``)."""
+        sweep(self)
+        self.tick = self.now()
 
     @work(exclusive=True, exit_on_error=False, group="connect")
     async def connect(self) -> None:
@@ -208,10 +241,36 @@ class AwaApp(Guarded, App[int]):
         client = await self.client()
         await client.database_read_only()
 
+    # -- quitting -------------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        """Say "stopping…" in the header (the frame the terminal keeps while the app closes),
+        then exit once that frame is drawn."""
+        self.stopping = True
+        self.sub_title = f"stopping… · {self._label}"
+        self.call_after_refresh(self.exit)
+
     async def on_unmount(self) -> None:
+        """Close the client within ``QUIT_BOUND``: a pool waiting on a read that does not end
+        (a hung server) or a runtime's handlers must not hold the quit; past the bound the
+        pool's connections are terminated. Reads cancelled mid-transaction by the quit are
+        rolled back by that close; asyncpg's note about each is not shown."""
+        self.stopping = True
         client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        if client is None:
+            return
+        try:
+            await asyncio.wait_for(client.close(), QUIT_BOUND)
+        except TimeoutError:
+            client.pool.terminate()
+        finally:
+            # The pool releases the cancelled reads' connections after this: keep the filter a
+            # little longer, then give the loop its handler back (unless another app took it).
+            loop = asyncio.get_running_loop()
+            loop.call_later(QUIET_AFTER_QUIT, self._restore_loop_handler, loop)
+
+    def _restore_loop_handler(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop.get_exception_handler() == self._loop_exception:
+            loop.set_exception_handler(self._loop_handler)
 
     # -- errors -------------------------------------------------------------------------------
     def worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -26,11 +26,12 @@ CASES = (
     "retry_storm",
     "browser_pages",
     "console_keys",
+    "console_soak",
     "http_completions",
     "wakeup",
     "peers",
 )
-QUICK = [case for case in CASES if case != "peers"]
+QUICK = [case for case in CASES if case not in ("peers", "console_soak")]
 
 
 def run(case: str, argv: Sequence[str]) -> int:

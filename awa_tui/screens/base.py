@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from awa_tui.messages import ClientConnected
@@ -29,6 +30,9 @@ class AwaScreen(Guarded, Screen[None]):
 
     WRITE_ACTIONS: ClassVar[frozenset[str]] = frozenset()
     """Actions that write; hidden from the footer when writes are impossible."""
+
+    _bindings_shown: tuple[object, ...] | None = None
+    """What the footer last showed (``refresh_bindings``)."""
 
     @property
     def awa(self) -> AwaApp:
@@ -51,6 +55,29 @@ class AwaScreen(Guarded, Screen[None]):
         if old.lost != new.lost:
             self._show_modes()
             self.stale_changed(new.lost)
+
+    def refresh_bindings(self) -> None:
+        """Tell the footer only when what it shows changed.
+
+        Screens call this after every live refresh, and each call rebuilds the footer's keys:
+        at ``--refresh 0.2`` that was dozens of widgets a second, for a footer that did not
+        change. What the footer shows is each active binding, whether it is enabled, and its
+        tooltip; an unfocused app's footer ignores the call, so nothing is remembered then. A
+        screen being built or taken down (its widgets not all there) always tells.
+        """
+        shown = None
+        if self.is_current and self.app.app_focus:
+            try:
+                shown = tuple(
+                    (key, active.binding, active.enabled, active.tooltip)
+                    for key, active in self.active_bindings.items()
+                )
+            except NoMatches:
+                shown = None
+            if shown is not None and shown == self._bindings_shown:
+                return
+        self._bindings_shown = shown
+        super().refresh_bindings()
 
     def stale_changed(self, stale: bool) -> None:
         """The connection was lost (what is shown is stale) or is back; screens mark it."""

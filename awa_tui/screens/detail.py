@@ -88,6 +88,17 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         refresh = self.awa.settings.refresh
         if refresh > 0:  # live like the browser: a job that moves on is shown as it is now
             self.set_interval(refresh, self._tick)
+        self.watch(self.app, "tick", self._clock_ticked, init=False)
+
+    def _clock_ticked(self) -> None:
+        """Relative times ("15s ago") follow the app's clock, even while the job is unchanged."""
+        row = self.row
+        if row is None or not self.is_current:
+            return
+        self.query_one("#summary", Static).update(
+            summary_table(row, self.descriptor, self.awa.now())
+        )
+        self._render_error(row)
 
     def _tick(self) -> None:
         if self.is_active:

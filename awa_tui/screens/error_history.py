@@ -109,10 +109,20 @@ class ErrorHistoryScreen(AwaScreen):
                 key=str(position),
             )
         table.focus()
+        self.watch(self.app, "tick", self._clock_ticked, init=False)
         if self.order:
             self.show_entry(self.order[0])
         else:
             self.query_one("#entry-title", Label).update("No errors recorded for this job.")
+
+    def _clock_ticked(self) -> None:
+        """The "ago" column follows the app's clock."""
+        if not self.is_current:
+            return
+        table, now = self.query_one(DataTable), self.awa.now()
+        for position in self.order:
+            at = parse_timestamp(self.row.errors[position].get("at"))
+            table.update_cell(str(position), "ago", relative(at, now))
 
     @property
     def current_position(self) -> int | None:

@@ -100,6 +100,8 @@ class JobsScreen(AwaScreen):
         # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
         self.fetching = False
         self._timer: Timer | None = None
+        self.shown_query: JobQuery | None = None
+        """The query of the page on screen; another one in ``query_state`` is still loading."""
 
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
@@ -189,6 +191,7 @@ class JobsScreen(AwaScreen):
             message.rows, self.awa.now(), self.awa.describe_kind, self.marks, append=message.append
         )
         self.has_more = message.has_more
+        self.shown_query = message.query
         if not message.append:
             self.dlq_matches = message.dlq_matches
             self.marks &= {job.id for job in table.jobs}
@@ -245,6 +248,7 @@ class JobsScreen(AwaScreen):
             paused=self.paused,
             interval=self.interval,
             note=self.note,
+            loading=self.shown_query != self.query_state,
         )
         self.query_one("#status", Static).update(status.text())
 

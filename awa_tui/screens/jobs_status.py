@@ -22,6 +22,8 @@ class BrowserStatus:
     paused: bool
     interval: float
     note: str | None
+    loading: bool = False
+    """No page of this query was shown yet (a new tab, filter or sort is being read)."""
 
     def text(self) -> str:
         query = self.query
@@ -30,7 +32,9 @@ class BrowserStatus:
             parts.append(self.note)
         if self.stale_since is not None:
             parts.append(f"STALE: rows as of {self.stale_since}")
-        if self.shown:
+        if self.loading:
+            parts.append(f"loading {query.describe()}, {query.describe_sort()}…")
+        elif self.shown:
             parts.append(f"{query.describe(self.shown)} shown, {query.describe_sort()}")
         else:
             parts.append(f"No {query.describe()}")

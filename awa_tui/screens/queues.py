@@ -91,8 +91,10 @@ class QueuesScreen(TableScreen[QueueSummary]):
 
     def compose_detail(self) -> ComposeResult:
         with Vertical(id="queue-detail"):
-            yield Static("", id="queue-summary")
-            yield Sparkline([0], id="queue-spark")
+            yield Static(Text("loading…", style="dim"), id="queue-summary")
+            spark = Sparkline([0], id="queue-spark")
+            spark.display = False  # one value draws a solid block; shown with a queue's history
+            yield spark
 
     async def fetch(self, client: Client) -> QueuesLoaded:
         return QueuesLoaded(await client.list_queues())

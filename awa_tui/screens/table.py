@@ -36,6 +36,7 @@ HeadPart = str | tuple[str, str]
 Fetch = Callable[["Client"], Awaitable[Message]]
 
 STALE_MARK: HeadPart = (" · stale: the connection is lost", "bold red")
+LOADING_MARK: HeadPart = (" · loading…", "dim")
 
 
 class TableScreen(AwaScreen, Generic[RowT]):
@@ -101,6 +102,7 @@ class TableScreen(AwaScreen, Generic[RowT]):
         for key, label, width in self.COLUMNS:
             table.add_column(label, key=key, width=width)
         table.focus()
+        self.show_head()
         self.reload()
         if self.LIVE and (refresh := self.awa.settings.refresh) > 0:
             self.set_interval(refresh, self._tick)
@@ -149,9 +151,11 @@ class TableScreen(AwaScreen, Generic[RowT]):
         self.refresh_bindings()
 
     def show_head(self) -> None:
+        """The heading and counts; until the first read answered, "loading…" (never a 0)."""
         stale = [STALE_MARK] if self.stale else []
+        counts = self.headline() if self.loaded else [LOADING_MARK]
         self.query_one(f"#{self.NAME}-head", Static).update(
-            Text.assemble((self.HEADING, "bold"), *self.headline(), *stale)
+            Text.assemble((self.HEADING, "bold"), *counts, *stale)
         )
 
     @property
