@@ -25,9 +25,9 @@ from tests.tui.scenarios import DSN_LABEL, SIZE, Incident, fixed_clock
 class GatedClient(Client):
     gate: asyncio.Event
 
-    async def browse(self, **kwargs: Any) -> JobPage:
+    async def browse(self, *args: Any, **kwargs: Any) -> JobPage:
         await self.gate.wait()
-        return await super().browse(**kwargs)
+        return await super().browse(*args, **kwargs)
 
 
 async def until(pilot: Pilot[Any], condition: Callable[[], bool], within: float = 10) -> bool:
