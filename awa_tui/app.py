@@ -7,7 +7,6 @@ asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
@@ -39,14 +38,42 @@ from awa_tui.resilience import (
     unexpected_summary,
 )
 from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.detail import JobDetailScreen
+from awa_tui.screens.dlq import DlqScreen
+from awa_tui.screens.failure_groups import FailureGroupsScreen
+from awa_tui.screens.help import HelpScreen
+from awa_tui.screens.jobs import JobsScreen
+from awa_tui.screens.kinds import KindsScreen
+from awa_tui.screens.queues import QueuesScreen
+from awa_tui.screens.schedules import SchedulesScreen
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
 from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, redact_secrets
 
 ClientFactory = Callable[[], Awaitable[Client]]
 
-# Worker groups that only read: their success means the database answered.
-READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "schedules", "probe"})
+JUMPS: tuple[type[AwaScreen], ...] = (
+    KindsScreen,
+    DlqScreen,
+    QueuesScreen,
+    FailureGroupsScreen,
+    SchedulesScreen,
+)
+"""The screens a key opens from anywhere; each declares its key (``JUMP``). One line adds one."""
+
+PROBE = "probe"
+"""The app's own read: the connection check when nothing else read."""
+
+
+def is_read(worker: Worker[object]) -> bool:
+    """Whether ``worker`` only reads (its success means the database answered): the probe, or
+    a screen's worker in the read group the screen declares."""
+    node = worker.node
+    if isinstance(node, AwaScreen):
+        return node.READ_GROUP is not None and worker.group == node.READ_GROUP
+    return worker.group == PROBE
+
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -62,11 +89,7 @@ class AwaApp(Guarded, App[int]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("K", "kinds", "Kinds", id="app.kinds"),
-        Binding("L", "dlq", "DLQ", id="app.dlq"),
-        Binding("Q", "queues", "Queues", id="app.queues"),
-        Binding("G", "failure_groups", "Failures", id="app.groups"),
-        Binding("S", "schedules", "Periodic schedules", show=False, id="app.schedules"),
+        *(screen.JUMP.binding() for screen in JUMPS if screen.JUMP is not None),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -117,9 +140,6 @@ class AwaApp(Guarded, App[int]):
         return self.descriptors.get(kind)
 
     def on_mount(self) -> None:
-        from awa_tui.screens.detail import JobDetailScreen
-        from awa_tui.screens.jobs import JobsScreen
-
         settings = self.settings
         query = JobQuery(
             tab=settings.initial_state if settings.initial_state in TABS else "all",
@@ -203,7 +223,7 @@ class AwaApp(Guarded, App[int]):
         if self.connection.lost or silent >= self.health_interval:
             self.probe()
 
-    @work(exclusive=True, exit_on_error=False, group="probe")
+    @work(exclusive=True, exit_on_error=False, group=PROBE)
     async def probe(self) -> None:
         client = await self.client()
         await client.database_read_only()
@@ -218,13 +238,13 @@ class AwaApp(Guarded, App[int]):
         """Every worker of every screen ends here (``Guarded`` forwards them): reads set the
         connection state, failures become one user-facing message, never a traceback."""
         worker = event.worker
-        if event.state is WorkerState.SUCCESS and worker.group in READ_GROUPS:
+        if event.state is WorkerState.SUCCESS and is_read(worker):
             self.note_read()
         if event.state is not WorkerState.ERROR or worker.error is None:
             return
         if is_connection_error(worker.error):
             self.note_lost(worker.error)
-            if worker.group in READ_GROUPS:
+            if is_read(worker):
                 return  # the header and banner say so; no notification on every retry
         self.show_error(worker.error)
 
@@ -315,8 +335,6 @@ class AwaApp(Guarded, App[int]):
     @work(exclusive=True, exit_on_error=False, group="write")
     async def run_bulk_matching(self, action: JobAction, query: JobQuery) -> None:
         """Count what the filter matches, confirm with that count, then act on all of it."""
-        from awa_tui.screens.confirm import ConfirmModal
-
         if self.refuse_write():
             return
         client, info, where = await self.client(), ACTIONS[action], query.list_kwargs(self.now())
@@ -348,40 +366,21 @@ class AwaApp(Guarded, App[int]):
 
     # -- navigation and habits ----------------------------------------------------------------
     def action_help(self) -> None:
-        from awa_tui.screens.help import HelpScreen
-
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
 
-    def _open_once(self, module: str, name: str) -> None:
-        """Push the screen ``awa_tui.screens.<module>.<name>`` unless it is already showing."""
-        screen_type = getattr(importlib.import_module(f"awa_tui.screens.{module}"), name)
+    def action_jump(self, name: str) -> None:
+        """Open the screen whose ``JUMP`` is ``name``, unless it is already showing."""
+        screen_type = JUMPED[name]
         if not isinstance(self.screen, screen_type):
             self.push_screen(screen_type())
 
-    def action_kinds(self) -> None:
-        self._open_once("kinds", "KindsScreen")
-
-    def action_dlq(self) -> None:
-        self._open_once("dlq", "DlqScreen")
-
-    def action_queues(self) -> None:
-        self._open_once("queues", "QueuesScreen")
-
-    def action_failure_groups(self) -> None:
-        self._open_once("failure_groups", "FailureGroupsScreen")
-
-    def action_schedules(self) -> None:
-        self._open_once("schedules", "SchedulesScreen")
-
     def open_job(self, job_id: int) -> None:
-        self.push_screen(importlib.import_module("awa_tui.screens.detail").JobDetailScreen(job_id))
+        self.push_screen(JobDetailScreen(job_id))
 
     def show_jobs(self, query: JobQuery) -> None:
         """Back to the browser (the bottom screen) showing ``query``."""
-        from awa_tui.screens.jobs import JobsScreen
-
         while len(self.screen_stack) > 2 and not isinstance(self.screen, JobsScreen):
             self.pop_screen()
         if isinstance(self.screen, JobsScreen):
@@ -414,6 +413,10 @@ class AwaApp(Guarded, App[int]):
                 f"Key: {binding.key_display or binding.key}",
                 partial(self.run_action, binding.action, active.node),
             )
+
+
+JUMPED: dict[str, type[AwaScreen]] = {s.JUMP.action: s for s in JUMPS if s.JUMP is not None}
+"""Each jump's action name to its screen class (``action_jump``)."""
 
 
 def make_app(

@@ -15,28 +15,6 @@ from textual.widgets import Label, Static
 from awa_tui.resilience import Guarded
 from awa_tui.screens.base import AwaScreen
 
-TITLES = {
-    "JobsScreen": "Job browser",
-    "JobDetailScreen": "Job detail",
-    "ErrorHistoryScreen": "Error history",
-    "KindsScreen": "Kinds",
-    "DlqScreen": "Dead-letter queue",
-    "SchedulesScreen": "Periodic schedules",
-    "SchemaScreen": "Output schema",
-    "QueuesScreen": "Queues",
-    "TimelineScreen": "Attempt timeline",
-    "FailureGroupsScreen": "Failure groups",
-}
-
-HINTS = {
-    "JobsScreen": (
-        "Filter (/): kind:NAME queue:NAME id:42 since:1h before:2026-11-30T10:00 "
-        "sort:-when (id, when, attempts; - for descending) and free text.  "
-        "s cycles the sort, o reverses it."
-    ),
-}
-"""What a screen's keys do not say by themselves."""
-
 NOTES = (
     "Mouse: click a tab, a row (click again to open), or a button.  "
     "ctrl+p opens the command palette with every action.  "
@@ -86,16 +64,16 @@ class HelpScreen(Guarded, ModalScreen[None]):
 
     def __init__(self, screen: Screen[object]) -> None:
         super().__init__(classes="dialog-screen")
-        self.title_text = TITLES.get(type(screen).__name__, type(screen).__name__)
-        self.hint = HINTS.get(type(screen).__name__)
+        self.title_text = screen.title or "this screen"
+        self.hint = getattr(screen, "HELP", "")
         self.keys = keys_table(screen)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog wide"):
-            yield Label(f"Keys: {self.title_text}", classes="dialog-title")
-            yield Static(self.keys, id="help-keys")
+            yield Label(self.title_text, classes="dialog-title")
             if self.hint:
                 yield Static(Text(self.hint), id="help-hint")
+            yield Static(self.keys, id="help-keys")
             yield Static(Text(NOTES, style="dim"), id="help-notes")
             yield Static(Text("j/k or arrows move · esc goes back · ? closes this", style="dim"))
 

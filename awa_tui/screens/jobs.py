@@ -36,6 +36,15 @@ WRITE_ACTIONS = frozenset({"retry", "cancel", "delete", "bulk_matching"})
 class JobsScreen(AwaScreen):
     """Which jobs failed, which are stuck, what just happened. Enter opens a job."""
 
+    TITLE = "Job browser"
+    HELP = (
+        "Every job by state tab, newest first, refreshed live. Enter opens a job; space marks "
+        "jobs for R, X and D; A acts on everything the filter matches.\n"
+        "Filter (/): kind:NAME queue:NAME id:42 since:1h before:2026-11-30T10:00 "
+        "sort:-when (id, when, attempts; - for descending) and free text (quotes group "
+        "words). id:N shows job N on its own state's tab. s cycles the sort, o reverses it."
+    )
+    READ_GROUP = "jobs"
     WRITE_ACTIONS = WRITE_ACTIONS
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -138,7 +147,7 @@ class JobsScreen(AwaScreen):
             self.table.clear()
         self.load_jobs(new, append=False, refreshed=False)
 
-    @work(exclusive=True, exit_on_error=False, group="jobs")
+    @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load_jobs(self, query: JobQuery, *, append: bool, refreshed: bool) -> None:
         client = await self.awa.client()
         self.fetching = True
