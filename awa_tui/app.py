@@ -13,9 +13,10 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
+from weakref import WeakKeyDictionary
 
 import orjson
-from textual import work
+from textual import events, work
 from textual.actions import ActionParseResult
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
@@ -23,6 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.worker import Worker, WorkerFailed, WorkerState
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
@@ -61,6 +63,9 @@ JUMPS: tuple[type[AwaScreen], ...] = (
     SchedulesScreen,
 )
 """The screens a key opens from anywhere; each declares its key (``JUMP``). One line adds one."""
+
+KEY_WAITS = 10
+"""How many frames a key typed while a new screen opens waits for its focus."""
 
 PROBE = "probe"
 """The app's own read: the connection check when nothing else read."""
@@ -119,6 +124,10 @@ class AwaApp(Guarded, App[int]):
         self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
         self._last_read = 0.0  # monotonic time of the last successful read
         self._runtime_state = "stopped"  # the client's runtime health, to notify its changes
+        self._key_sent_to: WeakKeyDictionary[events.Key, Widget | None] = WeakKeyDictionary()
+        """Each key on its way: the widget it was sent to (``_on_key``)."""
+        self._key_waits: WeakKeyDictionary[events.Key, int] = WeakKeyDictionary()
+        """Keys waiting for a screen just opened to focus (``on_event``): how often."""
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
 
@@ -232,6 +241,30 @@ class AwaApp(Guarded, App[int]):
         client, self._client = self._client, None
         if client is not None:
             await client.close()
+
+    # -- keys ---------------------------------------------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            waited = self._key_waits.pop(event, 0)
+            if self.focused is None and self.screen.focus_chain and waited < KEY_WAITS:
+                # A screen just opened and not focused yet: the key waits for its focus.
+                again = events.Key(event.key, event.character)
+                self._key_waits[again] = waited + 1
+                self.call_after_refresh(self.post_message, again)
+                return
+            self._key_sent_to[event] = self.focused
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        """No typed key is lost, whatever is loading. Textual sends each key to the widget
+        focused when it arrives, and runs its bindings when it comes back up here; a key typed
+        right after one that moves the focus (``/`` to the filter, ``Q`` to another screen)
+        was sent to the widget focused before. Such a key goes again, where the focus is now:
+        a character into the filter, ``j`` and enter to the new screen's table."""
+        sent_to = self._key_sent_to.pop(event, self.focused)
+        if sent_to is not self.focused:
+            event.prevent_default()  # not App._on_key's bindings: they would act on the new focus
+            self.post_message(events.Key(event.key, event.character))
 
     # -- errors -------------------------------------------------------------------------------
     def worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -371,20 +404,24 @@ class AwaApp(Guarded, App[int]):
         self.push_screen(HelpScreen(self.screen))
 
     def action_jump(self, name: str) -> None:
-        """Open the screen whose ``JUMP`` is ``name``, unless it is already showing."""
+        """Open the screen whose ``JUMP`` is ``name``; one already open (under what was opened
+        from it) comes back to the top instead, as it was, so the stack never grows by going
+        round (Q, enter, Q, enter, ...)."""
         screen_type = JUMPED[name]
-        if not isinstance(self.screen, screen_type):
+        opened = [s for s in self.screen_stack if type(s) is screen_type]
+        if not opened:
             self.push_screen(screen_type())
+            return
+        while self.screen is not opened[-1]:
+            self.pop_screen()
 
     def open_job(self, job_id: int) -> None:
         self.push_screen(JobDetailScreen(job_id))
 
-    def show_jobs(self, query: JobQuery) -> None:
-        """Back to the browser (the bottom screen) showing ``query``."""
-        while len(self.screen_stack) > 2 and not isinstance(self.screen, JobsScreen):
-            self.pop_screen()
-        if isinstance(self.screen, JobsScreen):
-            self.screen.query_state = query
+    def drill(self, query: JobQuery, origin: AwaScreen) -> None:
+        """Enter on a row of ``origin`` (a queue, a failure group, a kind): the browser on its
+        jobs, pushed over it, so esc comes back to ``origin`` and the row it was on."""
+        self.push_screen(JobsScreen(query, origin=origin.TITLE))
 
     def copy_text(self, text: str, what: str) -> None:
         self.copy_to_clipboard(text)

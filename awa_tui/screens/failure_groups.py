@@ -164,7 +164,8 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
         if g is None:
             return
         tab = group_tab(g)
-        self.awa.show_jobs(JobQuery(tab=tab, kind=g.kind, search=search_text(g.signature) or None))
+        query = JobQuery(tab=tab, kind=g.kind, search=search_text(g.signature) or None)
+        self.awa.drill(query, self)
         if tab == "all" and g.dead_lettered:
             self.notify(
                 f"{g.dead_lettered} of this group's jobs are dead-lettered: the DLQ tab (0) "

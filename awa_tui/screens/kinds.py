@@ -129,7 +129,7 @@ class KindsScreen(TableScreen[KindSummary]):
     def action_jobs(self) -> None:
         current = self.current
         if current is not None:
-            self.awa.show_jobs(JobQuery(kind=current.kind))
+            self.awa.drill(JobQuery(kind=current.kind), self)
 
     def action_schema(self) -> None:
         from awa_tui.screens.schema import SchemaScreen

@@ -171,7 +171,7 @@ class QueuesScreen(TableScreen[QueueSummary]):
 
     def action_jobs(self) -> None:
         if self.current is not None:
-            self.awa.show_jobs(JobQuery(queue=self.current.queue))
+            self.awa.drill(JobQuery(queue=self.current.queue), self)
 
     def action_toggle_pause(self) -> None:
         q = self.current

@@ -109,7 +109,7 @@ class SchedulesScreen(TableScreen[PeriodicSchedule]):
     def action_jobs(self) -> None:
         current = self.current
         if current is not None:
-            self.awa.show_jobs(JobQuery(kind=current.kind))
+            self.awa.drill(JobQuery(kind=current.kind), self)
 
     def action_last_job(self) -> None:
         current = self.current
