@@ -7,6 +7,7 @@ asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
@@ -40,7 +41,7 @@ from awa_tui.resilience import (
     unexpected_summary,
 )
 from awa_tui.screens.base import AwaScreen
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import ConfirmModal, PromptModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.dlq import DlqScreen
 from awa_tui.screens.failure_groups import FailureGroupsScreen
@@ -415,6 +416,30 @@ class AwaApp(Guarded, App[int]):
         while self.screen is not opened[-1]:
             self.pop_screen()
 
+    def ask_job_id(self) -> None:
+        """The palette's "Go to job id": ask for an id, open that job's detail."""
+
+        def chosen(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                job_id = int(text.strip().lstrip("#"))
+            except ValueError:
+                self.notify(f"{text!r} is not a job id.", title="Go to job", severity="warning")
+                return
+            self.open_job(job_id)
+
+        self.push_screen(
+            PromptModal(
+                "Go to job id",
+                "The job's detail opens (the browser's filter id:N shows it in the list).",
+                confirm_label="Open",
+                keep_label="Back",
+                placeholder="42",
+            ),
+            chosen,
+        )
+
     def open_job(self, job_id: int) -> None:
         self.push_screen(JobDetailScreen(job_id))
 
@@ -424,8 +449,21 @@ class AwaApp(Guarded, App[int]):
         self.push_screen(JobsScreen(query, origin=origin.TITLE))
 
     def copy_text(self, text: str, what: str) -> None:
+        """To the clipboard (OSC 52). Inside tmux or screen that arrives only when the
+        multiplexer passes it on (tmux: set-clipboard on), which the console cannot see: the
+        text is also saved to a file, and the notification says where."""
         self.copy_to_clipboard(text)
-        self.notify(f"Copied {what} to the clipboard.", title="Copied")
+        if not (os.environ.get("TMUX") or os.environ.get("STY")):
+            self.notify(f"Copied {what} to the clipboard.", title="Copied")
+            return
+        path = (self.settings.save_dir / "awa-copied.txt").resolve()
+        path.write_text(text + "\n", encoding="utf-8")
+        self.notify(
+            f"Sent {what} to the clipboard; inside tmux it arrives only with set-clipboard on, "
+            f"so it is also saved to {path}.",
+            title="Copied",
+            timeout=8,
+        )
 
     def save_job(self, row: JobRow) -> Path:
         """Write the job as JSON (output decoded, and its exact stored text beside it)."""
@@ -437,8 +475,10 @@ class AwaApp(Guarded, App[int]):
         return path
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The palette offers every key of the current screen (disabled ones are left out)."""
+        """The palette offers every key of the current screen (disabled ones are left out),
+        and "Go to job id"."""
         yield from super().get_system_commands(screen)
+        yield SystemCommand("Go to job id", "Open one job's detail by its id", self.ask_job_id)
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding

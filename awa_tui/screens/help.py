@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
@@ -22,6 +23,18 @@ NOTES = (
 )
 
 
+def declared(node: DOMNode) -> set[str]:
+    """The actions bound by the console's own classes along ``node``'s MRO: what the screen
+    does, not Textual's internals (focus cycling, the text selection copy, ctrl+q)."""
+    return {
+        binding.action if isinstance(binding, Binding) else binding[1]
+        for cls in type(node).__mro__
+        if cls.__module__.startswith("awa_tui")
+        for binding in cls.__dict__.get("BINDINGS", ())
+        if not isinstance(binding, str)
+    }
+
+
 def keys_table(screen: Screen[object]) -> Table:
     table = Table(box=None, padding=(0, 2), show_header=True, header_style="bold")
     table.add_column("key", no_wrap=True)
@@ -31,9 +44,7 @@ def keys_table(screen: Screen[object]) -> Table:
     ours = [
         (key, active)
         for key, active in screen.active_bindings.items()
-        if active.node is screen
-        or active.node is screen.app
-        or type(active.node).__module__.startswith("awa_tui")
+        if active.binding.action in declared(active.node)
     ]
     ours.sort(key=lambda item: (item[1].node is screen.app, item[1].node is not screen))
     for key, active in ours:
