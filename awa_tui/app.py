@@ -7,16 +7,17 @@ asyncpg pool) is created inside the app's own event loop, in ``on_mount``.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
 
 import orjson
-from textual import work
+from textual import events, work
 from textual.actions import ActionParseResult
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
@@ -24,6 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.worker import Worker, WorkerFailed, WorkerState
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
@@ -39,6 +41,15 @@ from awa_tui.resilience import (
     unexpected_summary,
 )
 from awa_tui.screens.base import AwaScreen
+from awa_tui.screens.confirm import ConfirmModal, PromptModal
+from awa_tui.screens.detail import JobDetailScreen
+from awa_tui.screens.dlq import DlqScreen
+from awa_tui.screens.failure_groups import FailureGroupsScreen
+from awa_tui.screens.help import HelpScreen
+from awa_tui.screens.jobs import JobsScreen
+from awa_tui.screens.kinds import KindsScreen
+from awa_tui.screens.queues import QueuesScreen
+from awa_tui.screens.schedules import SchedulesScreen
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
 from awa_tui.watchers import sweep
@@ -47,8 +58,30 @@ from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, red
 ClientFactory = Callable[[], Awaitable[Client]]
 LoopHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
 
-# Worker groups that only read: their success means the database answered.
-READ_GROUPS = frozenset({"jobs", "job", "kinds", "dlq", "queues", "groups", "schedules", "probe"})
+JUMPS: tuple[type[AwaScreen], ...] = (
+    KindsScreen,
+    DlqScreen,
+    QueuesScreen,
+    FailureGroupsScreen,
+    SchedulesScreen,
+)
+"""The screens a key opens from anywhere; each declares its key (``JUMP``). One line adds one."""
+
+KEY_WAITS = 10
+"""How many frames a key typed while a new screen opens waits for its focus."""
+
+PROBE = "probe"
+"""The app's own read: the connection check when nothing else read."""
+
+
+def is_read(worker: Worker[object]) -> bool:
+    """Whether ``worker`` only reads (its success means the database answered): the probe, or
+    a screen's worker in the read group the screen declares."""
+    node = worker.node
+    if isinstance(node, AwaScreen):
+        return node.READ_GROUP is not None and worker.group == node.READ_GROUP
+    return worker.group == PROBE
+
 
 QUIT_BOUND = 0.6  # seconds the quit waits for the client to close before terminating its pool
 CANCELLED_READ_NOTE = "Resetting connection with an active transaction"
@@ -69,11 +102,7 @@ class AwaApp(Guarded, App[int]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("K", "kinds", "Kinds", id="app.kinds"),
-        Binding("L", "dlq", "DLQ", id="app.dlq"),
-        Binding("Q", "queues", "Queues", id="app.queues"),
-        Binding("G", "failure_groups", "Failures", id="app.groups"),
-        Binding("S", "schedules", "Periodic schedules", show=False, id="app.schedules"),
+        *(screen.JUMP.binding() for screen in JUMPS if screen.JUMP is not None),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -111,6 +140,10 @@ class AwaApp(Guarded, App[int]):
         self.stopping = False
         """Quitting: the app exits; asyncpg's notes about cancelled reads are not shown."""
         self.set_reactive(AwaApp.tick, self._clock())
+        self._key_sent_to: WeakKeyDictionary[events.Key, Widget | None] = WeakKeyDictionary()
+        """Each key on its way: the widget it was sent to (``_on_key``)."""
+        self._key_waits: WeakKeyDictionary[events.Key, int] = WeakKeyDictionary()
+        """Keys waiting for a screen just opened to focus (``on_event``): how often."""
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
 
@@ -132,9 +165,6 @@ class AwaApp(Guarded, App[int]):
         return self.descriptors.get(kind)
 
     def on_mount(self) -> None:
-        from awa_tui.screens.detail import JobDetailScreen
-        from awa_tui.screens.jobs import JobsScreen
-
         settings = self.settings
         query = JobQuery(
             tab=settings.initial_state if settings.initial_state in TABS else "all",
@@ -236,7 +266,7 @@ class AwaApp(Guarded, App[int]):
         if self.connection.lost or silent >= self.health_interval:
             self.probe()
 
-    @work(exclusive=True, exit_on_error=False, group="probe")
+    @work(exclusive=True, exit_on_error=False, group=PROBE)
     async def probe(self) -> None:
         client = await self.client()
         await client.database_read_only()
@@ -272,18 +302,42 @@ class AwaApp(Guarded, App[int]):
         if loop.get_exception_handler() == self._loop_exception:
             loop.set_exception_handler(self._loop_handler)
 
+    # -- keys ---------------------------------------------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            waited = self._key_waits.pop(event, 0)
+            if self.focused is None and self.screen.focus_chain and waited < KEY_WAITS:
+                # A screen just opened and not focused yet: the key waits for its focus.
+                again = events.Key(event.key, event.character)
+                self._key_waits[again] = waited + 1
+                self.call_after_refresh(self.post_message, again)
+                return
+            self._key_sent_to[event] = self.focused
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        """No typed key is lost, whatever is loading. Textual sends each key to the widget
+        focused when it arrives, and runs its bindings when it comes back up here; a key typed
+        right after one that moves the focus (``/`` to the filter, ``Q`` to another screen)
+        was sent to the widget focused before. Such a key goes again, where the focus is now:
+        a character into the filter, ``j`` and enter to the new screen's table."""
+        sent_to = self._key_sent_to.pop(event, self.focused)
+        if sent_to is not self.focused:
+            event.prevent_default()  # not App._on_key's bindings: they would act on the new focus
+            self.post_message(events.Key(event.key, event.character))
+
     # -- errors -------------------------------------------------------------------------------
     def worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Every worker of every screen ends here (``Guarded`` forwards them): reads set the
         connection state, failures become one user-facing message, never a traceback."""
         worker = event.worker
-        if event.state is WorkerState.SUCCESS and worker.group in READ_GROUPS:
+        if event.state is WorkerState.SUCCESS and is_read(worker):
             self.note_read()
         if event.state is not WorkerState.ERROR or worker.error is None:
             return
         if is_connection_error(worker.error):
             self.note_lost(worker.error)
-            if worker.group in READ_GROUPS:
+            if is_read(worker):
                 return  # the header and banner say so; no notification on every retry
         self.show_error(worker.error)
 
@@ -374,8 +428,6 @@ class AwaApp(Guarded, App[int]):
     @work(exclusive=True, exit_on_error=False, group="write")
     async def run_bulk_matching(self, action: JobAction, query: JobQuery) -> None:
         """Count what the filter matches, confirm with that count, then act on all of it."""
-        from awa_tui.screens.confirm import ConfirmModal
-
         if self.refuse_write():
             return
         client, info, where = await self.client(), ACTIONS[action], query.where(self.now())
@@ -407,48 +459,70 @@ class AwaApp(Guarded, App[int]):
 
     # -- navigation and habits ----------------------------------------------------------------
     def action_help(self) -> None:
-        from awa_tui.screens.help import HelpScreen
-
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
 
-    def _open_once(self, module: str, name: str) -> None:
-        """Push the screen ``awa_tui.screens.<module>.<name>`` unless it is already showing."""
-        screen_type = getattr(importlib.import_module(f"awa_tui.screens.{module}"), name)
-        if not isinstance(self.screen, screen_type):
+    def action_jump(self, name: str) -> None:
+        """Open the screen whose ``JUMP`` is ``name``; one already open (under what was opened
+        from it) comes back to the top instead, as it was, so the stack never grows by going
+        round (Q, enter, Q, enter, ...)."""
+        screen_type = JUMPED[name]
+        opened = [s for s in self.screen_stack if type(s) is screen_type]
+        if not opened:
             self.push_screen(screen_type())
+            return
+        while self.screen is not opened[-1]:
+            self.pop_screen()
 
-    def action_kinds(self) -> None:
-        self._open_once("kinds", "KindsScreen")
+    def ask_job_id(self) -> None:
+        """The palette's "Go to job id": ask for an id, open that job's detail."""
 
-    def action_dlq(self) -> None:
-        self._open_once("dlq", "DlqScreen")
+        def chosen(text: str | None) -> None:
+            if text is None:
+                return
+            try:
+                job_id = int(text.strip().lstrip("#"))
+            except ValueError:
+                self.notify(f"{text!r} is not a job id.", title="Go to job", severity="warning")
+                return
+            self.open_job(job_id)
 
-    def action_queues(self) -> None:
-        self._open_once("queues", "QueuesScreen")
-
-    def action_failure_groups(self) -> None:
-        self._open_once("failure_groups", "FailureGroupsScreen")
-
-    def action_schedules(self) -> None:
-        self._open_once("schedules", "SchedulesScreen")
+        self.push_screen(
+            PromptModal(
+                "Go to job id",
+                "The job's detail opens (the browser's filter id:N shows it in the list).",
+                confirm_label="Open",
+                keep_label="Back",
+                placeholder="42",
+            ),
+            chosen,
+        )
 
     def open_job(self, job_id: int) -> None:
-        self.push_screen(importlib.import_module("awa_tui.screens.detail").JobDetailScreen(job_id))
+        self.push_screen(JobDetailScreen(job_id))
 
-    def show_jobs(self, query: JobQuery) -> None:
-        """Back to the browser (the bottom screen) showing ``query``."""
-        from awa_tui.screens.jobs import JobsScreen
-
-        while len(self.screen_stack) > 2 and not isinstance(self.screen, JobsScreen):
-            self.pop_screen()
-        if isinstance(self.screen, JobsScreen):
-            self.screen.query_state = query
+    def drill(self, query: JobQuery, origin: AwaScreen) -> None:
+        """Enter on a row of ``origin`` (a queue, a failure group, a kind): the browser on its
+        jobs, pushed over it, so esc comes back to ``origin`` and the row it was on."""
+        self.push_screen(JobsScreen(query, origin=origin.TITLE))
 
     def copy_text(self, text: str, what: str) -> None:
+        """To the clipboard (OSC 52). Inside tmux or screen that arrives only when the
+        multiplexer passes it on (tmux: set-clipboard on), which the console cannot see: the
+        text is also saved to a file, and the notification says where."""
         self.copy_to_clipboard(text)
-        self.notify(f"Copied {what} to the clipboard.", title="Copied")
+        if not (os.environ.get("TMUX") or os.environ.get("STY")):
+            self.notify(f"Copied {what} to the clipboard.", title="Copied")
+            return
+        path = (self.settings.save_dir / "awa-copied.txt").resolve()
+        path.write_text(text + "\n", encoding="utf-8")
+        self.notify(
+            f"Sent {what} to the clipboard; inside tmux it arrives only with set-clipboard on, "
+            f"so it is also saved to {path}.",
+            title="Copied",
+            timeout=8,
+        )
 
     def save_job(self, row: JobRow) -> Path:
         """Write the job as JSON (output decoded, and its exact stored text beside it)."""
@@ -460,8 +534,10 @@ class AwaApp(Guarded, App[int]):
         return path
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The palette offers every key of the current screen (disabled ones are left out)."""
+        """The palette offers every key of the current screen (disabled ones are left out),
+        and "Go to job id"."""
         yield from super().get_system_commands(screen)
+        yield SystemCommand("Go to job id", "Open one job's detail by its id", self.ask_job_id)
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
@@ -473,6 +549,10 @@ class AwaApp(Guarded, App[int]):
                 f"Key: {binding.key_display or binding.key}",
                 partial(self.run_action, binding.action, active.node),
             )
+
+
+JUMPED: dict[str, type[AwaScreen]] = {s.JUMP.action: s for s in JUMPS if s.JUMP is not None}
+"""Each jump's action name to its screen class (``action_jump``)."""
 
 
 def make_app(

@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Sequence
 
+from awa_tui.commands import fail, preflight, resolve_dsn
 from awa_tui.errors import (
     EXIT_CONNECT,
     EXIT_INTERRUPTED,
@@ -53,15 +55,7 @@ from awa_tui.errors import (
     exit_code,
 )
 from awa_tui.query import TAB_NAMES, tab_named
-from storage import (
-    AwaError,
-    Client,
-    ConfigError,
-    check_schema_name,
-    migrate,
-    redact_dsn,
-    redact_secrets,
-)
+from storage import AwaError, ConfigError, check_schema_name, migrate, redact_dsn
 
 REFRESH_DEFAULT = 2.0
 
@@ -110,28 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def resolve_dsn(explicit: str | None, environ: dict[str, str] | None = None) -> str | None:
-    """``--dsn``, then AWA_DSN, then DATABASE_URL; None leaves it to libpq's environment."""
-    env = os.environ if environ is None else environ
-    for candidate in (explicit, env.get("AWA_DSN"), env.get("DATABASE_URL")):
-        if candidate:
-            return candidate
-    return None
-
-
-def fail(message: str, code: int, dsn: str | None = None) -> int:
-    """One line on stderr, passwords masked (those of ``dsn`` and ``PGPASSWORD`` too)."""
-    line = " ".join(redact_secrets(message, dsn).split())
-    print(f"awa-tui: {line}", file=sys.stderr)
-    return code
-
-
-async def preflight(dsn: str | None, schema: str, read_only: bool) -> None:
-    """Connect once before the terminal switches screens, so errors print as one clean line."""
-    client = await Client.connect(dsn, schema, read_only=read_only, max_connections=1)
-    await client.close()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The entry point: every way out returns one of the documented exit codes."""
     try:
@@ -147,8 +119,6 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return serve(argv[1:])
     if argv[:1] == ["worker"]:
-        from awa_tui.worker import run_worker
-
         return run_worker(argv[1:])
     args = build_parser().parse_args(argv)
     if args.refresh < 0:
@@ -187,6 +157,25 @@ def _main(argv: Sequence[str] | None) -> int:
     except (AwaError, OSError) as exc:
         return fail(describe(exc).text, exit_code(exc), dsn)
     return run_console(args, dsn)
+
+
+def run_worker(argv: Sequence[str]) -> int:
+    """The ``worker`` subcommand: one worker, or ``--processes`` of them under one parent."""
+    from awa_tui.worker import UsageError, serve, settings_from
+    from awa_tui.worker_pool import supervise
+
+    try:
+        settings = settings_from(argv)
+    except UsageError as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except ConfigError as exc:
+        return fail(exc.message, EXIT_USAGE)
+    logging.basicConfig(
+        level=logging.WARNING, format="awa-tui worker: %(levelname)s %(name)s: %(message)s"
+    )
+    if settings.processes > 1:
+        return asyncio.run(supervise(argv, settings))
+    return asyncio.run(serve(settings))
 
 
 def run_console(args: argparse.Namespace, dsn: str | None) -> int:

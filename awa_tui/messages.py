@@ -45,6 +45,8 @@ class JobsLoaded(Message):
     refreshed: bool
     has_more: bool
     dlq_matches: int = 0  # the All tab leaves dead-lettered jobs out: how many also match
+    found: JobRow | None = None
+    """An ``id:`` lookup's job, wherever it is (``rows`` has it only on its own tab)."""
 
 
 @dataclass

@@ -182,11 +182,9 @@ class JobQuery:
                 return "most attempts first" if down else "fewest attempts first"
 
     def matches(self, row: JobRow) -> bool:
-        """Whether ``row`` fits ``kind:``/``queue:`` (and the tab, unless ``id:`` names it)."""
+        """Whether ``row`` fits the tab and ``kind:``/``queue:``."""
         if (self.kind and row.kind != self.kind) or (self.queue and row.queue != self.queue):
             return False
-        if self.job_id is not None:
-            return True  # an id lookup finds the job whatever tab is showing
         if self.tab == "all":
             return row.dlq is None
         if self.tab == "dlq":
@@ -194,6 +192,7 @@ class JobQuery:
         return row.dlq is None and row.state is JobState(self.tab)
 
     def with_tab(self, tab: str) -> JobQuery:
+        """This view on ``tab`` (the rest of the filter kept)."""
         return replace(self, tab=tab)
 
     def with_filter(self, text: str, now: datetime) -> JobQuery:
@@ -249,6 +248,11 @@ class JobQuery:
         if self.job_id is not None:
             parts.append(f"with id {self.job_id}")
         return " ".join(parts)
+
+
+def tab_of(row: JobRow) -> str:
+    """The one tab that lists ``row``: its state's, or the DLQ's."""
+    return "dlq" if row.dlq is not None else row.state.value
 
 
 def _tokens(text: str) -> list[str]:

@@ -15,19 +15,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging
 import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from awa_tui.cli import fail, resolve_dsn
-from awa_tui.errors import EXIT_OK, EXIT_RUNTIME_FAILED, EXIT_USAGE, describe, exit_code
+from awa_tui.commands import fail, resolve_dsn
+from awa_tui.errors import EXIT_OK, EXIT_RUNTIME_FAILED, describe, exit_code
 from storage import (
     AwaError,
     Client,
-    ConfigError,
     HealthState,
     JobEvent,
     MaintenanceSettings,
@@ -192,24 +190,6 @@ def settings_from(argv: Sequence[str]) -> WorkerSettings:
         processes=args.processes,
         gc_freeze=not args.no_gc_freeze,
     )
-
-
-def run_worker(argv: Sequence[str]) -> int:
-    """The ``worker`` subcommand: every way out returns a documented exit code."""
-    try:
-        settings = settings_from(argv)
-    except UsageError as exc:
-        return fail(str(exc), EXIT_USAGE)
-    except ConfigError as exc:
-        return fail(exc.message, EXIT_USAGE)
-    logging.basicConfig(
-        level=logging.WARNING, format="awa-tui worker: %(levelname)s %(name)s: %(message)s"
-    )
-    if settings.processes > 1:
-        from awa_tui.worker_pool import supervise
-
-        return asyncio.run(supervise(argv, settings))
-    return asyncio.run(serve(settings))
 
 
 def stop_on_signals() -> tuple[asyncio.Event, list[str]]:

@@ -24,7 +24,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from awa_tui.cli import fail, preflight
+from awa_tui.commands import fail, preflight
 from awa_tui.errors import (
     EXIT_CONNECT,
     EXIT_INTERNAL,

@@ -27,11 +27,13 @@ from awa_tui.http.bodies import (
 )
 from awa_tui.http.errors import ApiError
 from awa_tui.http.paging import TIME_RANGE, decode_cursor, time_bound
+from awa_tui.query import TAB_NAMES, tab_named
 from storage import JobNotFound, JobState, ListFilter, SortColumn, SortOrder
 
 MAX_PAGE = 500
 JobId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 STATES = ", ".join([*JobState, "dlq"])
+TABS = ", ".join(TAB_NAMES)
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -56,7 +58,9 @@ SORT_HELP = (
 )
 async def list_jobs(
     request: Request,
-    state: Annotated[str | None, Query(description=f"One of {STATES}.")] = None,
+    state: Annotated[
+        str | None, Query(description=f"One of {STATES}, or a console tab name ({TABS}).")
+    ] = None,
     kind: str | None = None,
     queue: str | None = None,
     since: Annotated[
@@ -88,6 +92,9 @@ async def list_jobs(
             "before_id pages the default order (newest first) only; pass cursor (next_cursor "
             "of the previous page) instead.",
         )
+    if state is not None:  # the console's words too: waiting, failed, all
+        state = tab_named(state) or state  # an unknown one is refused by the engine (400)
+    state = None if state == "all" else state
     dlq = state == "dlq"
     where = ListFilter.of(
         state=None if dlq else state,

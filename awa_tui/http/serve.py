@@ -24,7 +24,7 @@ from types import FrameType
 
 import uvicorn
 
-from awa_tui.cli import fail, resolve_dsn
+from awa_tui.commands import fail, resolve_dsn
 from awa_tui.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,

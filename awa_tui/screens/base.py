@@ -8,8 +8,10 @@ notification with the same reason, so no key ever does nothing silently.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
@@ -22,12 +24,42 @@ if TYPE_CHECKING:
     from awa_tui.resilience import ConnectionState
 
 
+@dataclass(frozen=True)
+class Jump:
+    """The key that opens a screen from any other (the app binds it, ``AwaApp.action_jump``)."""
+
+    key: str
+    action: str
+    """The name of the jump: ``jump('ACTION')`` is the binding's action."""
+    description: str
+    show: bool = True
+
+    def binding(self) -> Binding:
+        return Binding(
+            self.key,
+            f"jump('{self.action}')",
+            self.description,
+            show=self.show,
+            id=f"app.{self.action}",
+        )
+
+
 class AwaScreen(Guarded, Screen[None]):
     """A full screen of the console. Subclasses compose a ``ModeBanner`` under the header.
 
     Its handlers are guarded: an unexpected exception is a notification, not a dead screen.
     """
 
+    TITLE: ClassVar[str]
+    """What the screen is called: in help, in the palette, and above its table."""
+    HELP: ClassVar[str] = ""
+    """What the screen does and what its keys do not say by themselves (help shows it)."""
+    READ_GROUP: ClassVar[str | None] = None
+    """The worker group of the screen's reads: their success means the database answered
+    (the app counts them for the connection state)."""
+    JUMP: ClassVar[Jump | None] = None
+    """The key that opens this screen from anywhere, for the screens the app lists in
+    ``JUMPS``."""
     WRITE_ACTIONS: ClassVar[frozenset[str]] = frozenset()
     """Actions that write; hidden from the footer when writes are impossible."""
 

@@ -34,6 +34,13 @@ CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callba
 class JobDetailScreen(CallbackFlows, AwaScreen):
     """Everything about one job. ``e`` opens its error history, ``C`` completes its callback."""
 
+    TITLE = "Job detail"
+    HELP = (
+        "One job as it is now (refreshed live): its state, output checked against the kind's "
+        "schema, last error, args, metadata and progress. e opens every attempt's error, t the "
+        "attempt timeline; C completes a job waiting for a callback."
+    )
+    READ_GROUP = "job"
     WRITE_ACTIONS = JOB_WRITES | CALLBACK_WRITES
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -104,7 +111,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         if self.is_active:
             self.load()
 
-    @work(exclusive=True, exit_on_error=False, group="job")
+    @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load(self) -> None:
         client = await self.awa.client()
         row = await client.get_job(self.job_id)
@@ -124,7 +131,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A failed load says so where "Loading job…" was; the app reports the error itself."""
-        if event.worker.group != "job" or event.state is not WorkerState.ERROR:
+        if event.worker.group != self.READ_GROUP or event.state is not WorkerState.ERROR:
             return
         error = event.worker.error
         if self.loaded:

@@ -11,13 +11,13 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.messages import JobsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
+from awa_tui.screens.base import Jump
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
@@ -31,8 +31,14 @@ WRITES = frozenset({"retry", "purge", "bulk_retry", "bulk_purge"})
 class DlqScreen(TableScreen[JobRow]):
     """Dead-lettered jobs, newest first. Enter opens one; R retries, P purges (confirmed)."""
 
-    NAME = "dlq"
-    HEADING = "Dead-letter queue"
+    TITLE = "Dead-letter queue"
+    HELP = (
+        "Jobs that ended for good and were dead-lettered, newest first, with the reason. "
+        "Enter opens one; R retries it, P purges it; space marks several; ctrl+r and ctrl+x "
+        "act on every entry."
+    )
+    JUMP = Jump("L", "dlq", "DLQ")
+    READ_GROUP = "dlq"
     COLUMNS = (
         ("mark", " ", 1),
         ("id", "id", 7),
@@ -67,8 +73,7 @@ class DlqScreen(TableScreen[JobRow]):
         self.has_more = False
 
     def compose_detail(self) -> ComposeResult:
-        with VerticalScroll(id="dlq-detail"):
-            yield Static("", id="dlq-entry")
+        yield Static("", id="dlq-entry")
 
     async def fetch(self, client: Client, *, append: bool = False) -> JobsLoaded:
         """The newest entries again (as many as shown), or with ``append`` the next page."""

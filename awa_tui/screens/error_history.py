@@ -41,6 +41,12 @@ def traceback_text(entry: dict[str, Any]) -> Text:
 class ErrorHistoryScreen(AwaScreen):
     """Rows are error entries, newest first; ``o`` jumps to the entry that kept an output."""
 
+    TITLE = "Error history"
+    HELP = (
+        "Every error the job recorded, newest first, with the output its failed attempt kept "
+        "(◆). o jumps to that entry."
+    )
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="errors.back"),
         Binding("o", "kept", "Kept output", id="errors.kept"),

@@ -20,12 +20,12 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from awa_tui.messages import FailureGroupsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
+from awa_tui.screens.base import Jump
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
@@ -54,8 +54,15 @@ def group_tab(group: FailureGroup) -> str:
 class FailureGroupsScreen(TableScreen[FailureGroup]):
     """The largest groups first; the detail shows the sample error and where members are."""
 
-    NAME = "groups"
-    HEADING = "Failure groups"
+    TITLE = "Failure groups"
+    HELP = (
+        "What is failing most: failed, retrying and dead-lettered jobs grouped by kind and "
+        "error signature (numbers, ids and quoted values normalised), largest first. Enter "
+        "opens the browser on the group's jobs (esc comes back to this row); R retries the "
+        "group, C cancels its retryable jobs, o opens a sample job."
+    )
+    JUMP = Jump("G", "failure_groups", "Failures")
+    READ_GROUP = "groups"
     COLUMNS = (
         ("count", "count", 7),
         ("kind", "kind", 20),
@@ -79,8 +86,7 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
     ]
 
     def compose_detail(self) -> ComposeResult:
-        with VerticalScroll(id="group-detail"):
-            yield Static("", id="group-summary")
+        yield Static("", id="group-summary")
 
     async def fetch(self, client: Client) -> FailureGroupsLoaded:
         return FailureGroupsLoaded(await client.failure_groups())
@@ -158,7 +164,8 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
         if g is None:
             return
         tab = group_tab(g)
-        self.awa.show_jobs(JobQuery(tab=tab, kind=g.kind, search=search_text(g.signature) or None))
+        query = JobQuery(tab=tab, kind=g.kind, search=search_text(g.signature) or None)
+        self.awa.drill(query, self)
         if tab == "all" and g.dead_lettered:
             self.notify(
                 f"{g.dead_lettered} of this group's jobs are dead-lettered: the DLQ tab (0) "

@@ -9,39 +9,30 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Label, Static
 
 from awa_tui.resilience import Guarded
 from awa_tui.screens.base import AwaScreen
 
-TITLES = {
-    "JobsScreen": "Job browser",
-    "JobDetailScreen": "Job detail",
-    "ErrorHistoryScreen": "Error history",
-    "KindsScreen": "Kinds",
-    "DlqScreen": "Dead-letter queue",
-    "SchedulesScreen": "Periodic schedules",
-    "SchemaScreen": "Output schema",
-    "QueuesScreen": "Queues",
-    "TimelineScreen": "Attempt timeline",
-    "FailureGroupsScreen": "Failure groups",
-}
-
-HINTS = {
-    "JobsScreen": (
-        "Filter (/): kind:NAME queue:NAME id:42 since:1h before:2026-11-30T10:00 "
-        "sort:-when (id, when, attempts; - for descending) and free text.  "
-        "s cycles the sort, o reverses it."
-    ),
-}
-"""What a screen's keys do not say by themselves."""
-
 NOTES = (
     "Mouse: click a tab, a row (click again to open), or a button.  "
     "ctrl+p opens the command palette with every action.  "
     "Writes always ask for confirmation and are hidden in read-only mode."
 )
+
+
+def declared(node: DOMNode) -> set[str]:
+    """The actions bound by the console's own classes along ``node``'s MRO: what the screen
+    does, not Textual's internals (focus cycling, the text selection copy, ctrl+q)."""
+    return {
+        binding.action if isinstance(binding, Binding) else binding[1]
+        for cls in type(node).__mro__
+        if cls.__module__.startswith("awa_tui")
+        for binding in cls.__dict__.get("BINDINGS", ())
+        if not isinstance(binding, str)
+    }
 
 
 def keys_table(screen: Screen[object]) -> Table:
@@ -53,9 +44,7 @@ def keys_table(screen: Screen[object]) -> Table:
     ours = [
         (key, active)
         for key, active in screen.active_bindings.items()
-        if active.node is screen
-        or active.node is screen.app
-        or type(active.node).__module__.startswith("awa_tui")
+        if active.binding.action in declared(active.node)
     ]
     ours.sort(key=lambda item: (item[1].node is screen.app, item[1].node is not screen))
     for key, active in ours:
@@ -86,16 +75,16 @@ class HelpScreen(Guarded, ModalScreen[None]):
 
     def __init__(self, screen: Screen[object]) -> None:
         super().__init__(classes="dialog-screen")
-        self.title_text = TITLES.get(type(screen).__name__, type(screen).__name__)
-        self.hint = HINTS.get(type(screen).__name__)
+        self.title_text = screen.title or "this screen"
+        self.hint = getattr(screen, "HELP", "")
         self.keys = keys_table(screen)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog wide"):
-            yield Label(f"Keys: {self.title_text}", classes="dialog-title")
-            yield Static(self.keys, id="help-keys")
+            yield Label(self.title_text, classes="dialog-title")
             if self.hint:
                 yield Static(Text(self.hint), id="help-hint")
+            yield Static(self.keys, id="help-keys")
             yield Static(Text(NOTES, style="dim"), id="help-notes")
             yield Static(Text("j/k or arrows move · esc goes back · ? closes this", style="dim"))
 

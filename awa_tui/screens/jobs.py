@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
 from awa_tui.present import plural, state_label
-from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery
+from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery, tab_of
 from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal
@@ -31,13 +31,30 @@ from storage import JobRow, SortOrder
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
 INTERVALS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-WRITE_ACTIONS = frozenset({"retry", "cancel", "delete", "bulk_matching"})
+JOB_KEYS = {"retry_job": "retry", "cancel_job": "cancel", "delete_job": "delete"}
+"""On a browser opened from a group (a drill-down) R, X and D say they act on jobs: the group's
+own R is on the screen esc goes back to, and the footer must not suggest it is this one."""
+WRITE_ACTIONS = frozenset({"retry", "cancel", "delete", "bulk_matching", *JOB_KEYS})
+DRILLED_ONLY = frozenset({"back", *JOB_KEYS})
+PLAIN_ONLY = frozenset({"clear", *JOB_KEYS.values()})
 
 
 class JobsScreen(AwaScreen):
     """Which jobs failed, which are stuck, what just happened. Enter opens a job."""
 
+    TITLE = "Job browser"
+    HELP = (
+        "Every job by state tab, newest first, refreshed live. Enter opens a job; space marks "
+        "jobs for R, X and D; A acts on everything the filter matches.\n"
+        "Filter (/): kind:NAME queue:NAME id:42 since:1h before:2026-11-30T10:00 "
+        "sort:-when (id, when, attempts; - for descending) and free text (quotes group "
+        "words). id:N shows job N on its own state's tab. s cycles the sort, o reverses it."
+    )
+    READ_GROUP = "jobs"
     WRITE_ACTIONS = WRITE_ACTIONS
+    AUTO_FOCUS = "#jobs"
+    """The rows, not the filter (the first focusable widget): a browser pushed over another
+    screen (a drill-down) must not take the keys typed next as filter text."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_job", "Open", id="jobs.open"),
@@ -76,9 +93,13 @@ class JobsScreen(AwaScreen):
         Binding("p", "toggle_pause", "Pause", show=False, id="jobs.pause"),
         Binding("plus", "interval(-1)", "Faster", show=False, key_display="+", id="jobs.faster"),
         Binding("minus", "interval(1)", "Slower", show=False, key_display="-", id="jobs.slower"),
+        Binding("escape", "back", "Back", id="jobs.back"),
         Binding("R", "retry", "Retry", id="jobs.retry"),
+        Binding("R", "retry_job", "Retry job", id="jobs.retry_job"),
         Binding("X", "cancel", "Cancel", id="jobs.cancel"),
+        Binding("X", "cancel_job", "Cancel job", id="jobs.cancel_job"),
         Binding("D", "delete", "Delete", id="jobs.delete"),
+        Binding("D", "delete_job", "Delete job", id="jobs.delete_job"),
         Binding("A", "bulk_matching", "All matching…", id="jobs.bulk"),
         Binding("y", "copy", "Copy id", show=False, id="jobs.copy"),
         Binding("ctrl+s", "save", "Save JSON", show=False, id="jobs.save"),
@@ -89,8 +110,11 @@ class JobsScreen(AwaScreen):
     paused: reactive[bool] = reactive(False)
     interval: reactive[float] = reactive(2.0)
 
-    def __init__(self, query: JobQuery | None = None) -> None:
+    def __init__(self, query: JobQuery | None = None, *, origin: str | None = None) -> None:
         super().__init__()
+        self.origin = origin
+        """The title of the screen this browser was opened from (a drill-down), esc's way
+        back; None for the console's own browser, at the bottom."""
         self.set_reactive(JobsScreen.query_state, query or JobQuery())
         self.marks: set[int] = set()
         self.has_more = False
@@ -99,6 +123,10 @@ class JobsScreen(AwaScreen):
         """Why the last filter was refused or the sort changed by itself; shown first."""
         # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
         self.fetching = False
+        self.elsewhere: str | None = None
+        """Where an ``id:`` lookup's job is when this tab does not list it."""
+        self.follow_id = False
+        """An ``id:`` filter was just applied: its first answer switches to the job's tab."""
         self._timer: Timer | None = None
         self.shown_query: JobQuery | None = None
         """The query of the page on screen; another one in ``query_state`` is still loading."""
@@ -142,7 +170,7 @@ class JobsScreen(AwaScreen):
             self.table.clear()
         self.load_jobs(new, append=False, refreshed=False)
 
-    @work(exclusive=True, exit_on_error=False, group="jobs")
+    @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load_jobs(self, query: JobQuery, *, append: bool, refreshed: bool) -> None:
         client = await self.awa.client()
         self.fetching = True
@@ -151,7 +179,9 @@ class JobsScreen(AwaScreen):
                 row = await client.get_job(query.job_id)
                 rows = [row] if row is not None and query.matches(row) else []
                 self.post_message(CountsLoaded(await client.counts()))
-                self.post_message(JobsLoaded(query, rows, append, refreshed, has_more=False))
+                self.post_message(
+                    JobsLoaded(query, rows, append, refreshed, has_more=False, found=row)
+                )
                 return
             loaded = self.table.jobs if query == self.query_state else []
             where = query.where(self.awa.now())
@@ -180,12 +210,42 @@ class JobsScreen(AwaScreen):
         finally:
             self.fetching = False
 
+    def _to_own_tab(self, message: JobsLoaded) -> bool:
+        """``id:N`` just typed: switch to job N's own tab (and say so) unless it is showing;
+        True when switched (the rows of the new tab follow)."""
+        self.follow_id = False
+        query, job = message.query, message.found
+        if job is None or job.id != query.job_id or tab_of(job) == query.tab:
+            return False
+        moved = query.with_tab(tab_of(job))
+        if not moved.matches(job):  # another kind or queue: no tab shows it
+            return False
+        label = TAB_LABELS[moved.tab]
+        self.show_query(moved)
+        self.note = f"Job {job.id} is {state_label(job)}: shown on its tab, {label}"
+        self.update_status()
+        return True
+
     def on_counts_loaded(self, message: CountsLoaded) -> None:
         self.query_one(StateTabs).counts = message.counts
 
     def on_jobs_loaded(self, message: JobsLoaded) -> None:
         if message.query != self.query_state:
             return  # the person moved on; a late page for an old view is dropped
+        if self.follow_id and self._to_own_tab(message):
+            return
+        self.elsewhere = None
+        job = message.found
+        if (
+            job is not None
+            and not message.rows
+            and message.query.with_tab(tab_of(job)).matches(job)
+        ):
+            tab = tab_of(job)
+            self.elsewhere = (
+                f"job {job.id} is {state_label(job)}: on the {TAB_LABELS[tab]} tab "
+                f"({TAB_KEYS[tab]})"
+            )
         table = self.table
         table.show(
             message.rows, self.awa.now(), self.awa.describe_kind, self.marks, append=message.append
@@ -249,6 +309,8 @@ class JobsScreen(AwaScreen):
             interval=self.interval,
             note=self.note,
             loading=self.shown_query != self.query_state,
+            origin=self.origin,
+            elsewhere=self.elsewhere,
         )
         self.query_one("#status", Static).update(status.text())
 
@@ -271,8 +333,9 @@ class JobsScreen(AwaScreen):
             self.update_status()
             self.notify(str(exc), title="Filter", severity="warning")
             return
+        self.follow_id = query.job_id is not None
         self.show_query(query)
-        self.table.focus()
+        self.set_focus(self.table)
 
     @on(DataTable.RowSelected, "#jobs")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
@@ -285,7 +348,17 @@ class JobsScreen(AwaScreen):
             self.action_next_page()
 
     # -- actions ------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A drill-down's esc goes back and its R, X, D are labelled as the jobs' own; the
+        bottom browser's esc clears. Each key has one binding at a time (the other is off)."""
+        if action in (PLAIN_ONLY if self.origin is not None else DRILLED_ONLY):
+            return False
+        return super().check_action(action, parameters)
+
     def binding_reason(self, action: str) -> str | None:
+        if action in (PLAIN_ONLY if self.origin is not None else DRILLED_ONLY):
+            return None  # off here: the key's other binding answers (and says why, if need be)
+        action = JOB_KEYS.get(action, action)
         job = self.table.current_job if self.is_mounted else None
         if action in WRITE_ACTIONS and not self.awa.writable:
             return self.awa.read_only_reason
@@ -315,7 +388,9 @@ class JobsScreen(AwaScreen):
             self.awa.open_job(job.id)
 
     def action_focus_filter(self) -> None:
-        self.query_one(FilterBar).focus()
+        # At once, not ``focus()`` (which waits for the app's queue): the keys typed right
+        # after ``/`` must find the filter focused (``AwaApp._on_key`` sends them on to it).
+        self.set_focus(self.query_one(FilterBar))
 
     def action_tab(self, delta: int) -> None:
         self.show_query(self.query_state.with_tab(self.query_one(StateTabs).step(delta)))
@@ -362,6 +437,15 @@ class JobsScreen(AwaScreen):
         current = min(range(len(INTERVALS)), key=lambda i: abs(INTERVALS[i] - self.interval))
         self.interval = INTERVALS[max(0, min(len(INTERVALS) - 1, current + step))]
 
+    def action_back(self) -> None:
+        """Back to the screen this browser was opened from (its row still selected)."""
+        if self.query_one(FilterBar).has_focus:
+            self.table.focus()
+        elif self.marks:
+            self.action_clear()
+        else:
+            self.dismiss()
+
     def action_clear(self) -> None:
         if self.query_one(FilterBar).has_focus:
             self.table.focus()
@@ -401,6 +485,10 @@ class JobsScreen(AwaScreen):
 
     def action_delete(self) -> None:
         self._confirm_write("delete")
+
+    action_retry_job = action_retry
+    action_cancel_job = action_cancel
+    action_delete_job = action_delete
 
     def _confirm_write(self, name: str) -> None:
         job = self.table.current_job

@@ -3,7 +3,7 @@ which order, what the tab counts follow, and how ``s`` / ``o`` move through the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from awa_tui.query import NEWEST, JobQuery
 from storage import JobRow, SortColumn, SortOrder
@@ -24,10 +24,16 @@ class BrowserStatus:
     note: str | None
     loading: bool = False
     """No page of this query was shown yet (a new tab, filter or sort is being read)."""
+    origin: str | None = None
+    """The screen a drill-down was opened from: esc goes back to it."""
+    elsewhere: str | None = None
+    """Where an ``id:`` lookup's job is, when this tab does not list it."""
 
     def text(self) -> str:
         query = self.query
         parts = []
+        if self.origin is not None:
+            parts.append(f"from {self.origin} (esc goes back; R, X, D act on jobs)")
         if self.note:
             parts.append(self.note)
         if self.stale_since is not None:
@@ -36,8 +42,12 @@ class BrowserStatus:
             parts.append(f"loading {query.describe()}, {query.describe_sort()}…")
         elif self.shown:
             parts.append(f"{query.describe(self.shown)} shown, {query.describe_sort()}")
+        elif query.job_id is not None:  # never a state the job is not in
+            parts.append(f"No {replace(query, tab='all').describe()} on this tab")
         else:
             parts.append(f"No {query.describe()}")
+        if self.elsewhere is not None:
+            parts.append(self.elsewhere)
         if self.has_more:
             parts.append("more below (n)")
         if self.dlq_matches:

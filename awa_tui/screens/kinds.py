@@ -11,11 +11,11 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.widgets import Label, Static
 
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
+from awa_tui.screens.base import Jump
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
 from awa_tui.widgets.json_view import JsonView
@@ -35,8 +35,14 @@ EMPTY = "No kinds yet: no runtime has published a descriptor and no job exists."
 class KindsScreen(TableScreen[KindSummary]):
     """Enter shows the kind's jobs; ``s`` its schema full screen."""
 
-    NAME = "kinds"
-    HEADING = "Job kinds"
+    TITLE = "Kinds"
+    HELP = (
+        "Every kind a runtime declared or a job uses: its jobs by state, its declared output "
+        "type and schema, and whether its descriptor is current. Enter opens the browser on "
+        "the kind's jobs (esc comes back to this row); s shows its output schema."
+    )
+    JUMP = Jump("K", "kinds", "Kinds")
+    READ_GROUP = "kinds"
     COLUMNS = (
         ("kind", "kind", None),  # then the counts: what on-call reads first
         *[(label, label, None) for label, _state in COUNTED],
@@ -59,12 +65,11 @@ class KindsScreen(TableScreen[KindSummary]):
     ]
 
     def compose_detail(self) -> ComposeResult:
-        with VerticalScroll(id="kind-detail"):
-            yield Static("", id="kind-descriptor")
-            yield Label("Output schema", classes="section-title", id="kind-schema-title")
-            yield JsonView(id="kind-schema", empty="(no schema published)")
-            yield Label("Extra", classes="section-title", id="kind-extra-title")
-            yield JsonView(id="kind-extra")
+        yield Static("", id="kind-descriptor")
+        yield Label("Output schema", classes="section-title", id="kind-schema-title")
+        yield JsonView(id="kind-schema", empty="(no schema published)")
+        yield Label("Extra", classes="section-title", id="kind-extra-title")
+        yield JsonView(id="kind-extra")
 
     async def fetch(self, client: Client) -> KindsLoaded:
         return KindsLoaded(await client.list_kinds())
@@ -124,7 +129,7 @@ class KindsScreen(TableScreen[KindSummary]):
     def action_jobs(self) -> None:
         current = self.current
         if current is not None:
-            self.awa.show_jobs(JobQuery(kind=current.kind))
+            self.awa.drill(JobQuery(kind=current.kind), self)
 
     def action_schema(self) -> None:
         from awa_tui.screens.schema import SchemaScreen

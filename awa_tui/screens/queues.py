@@ -17,11 +17,11 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from awa_tui.messages import QueuesLoaded
 from awa_tui.query import JobQuery
+from awa_tui.screens.base import Jump
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
@@ -65,8 +65,14 @@ def lag_text(lag: timedelta | None) -> Text:
 class QueuesScreen(TableScreen[QueueSummary]):
     """Enter shows the queue's jobs; ``p`` pauses or resumes it."""
 
-    NAME = "queues"
-    HEADING = "Queues"
+    TITLE = "Queues"
+    HELP = (
+        "Which queue is backing up: per queue its lag (age of the oldest available job), "
+        "failures in the last hour, depth by state and completions. Enter opens the browser on "
+        "the queue's jobs (esc comes back to this row); p pauses or resumes it."
+    )
+    JUMP = Jump("Q", "queues", "Queues")
+    READ_GROUP = "queues"
     COLUMNS = (
         ("queue", "queue", None),
         ("state", "state", None),
@@ -79,6 +85,9 @@ class QueuesScreen(TableScreen[QueueSummary]):
     )
     ENTER = "jobs"
     WRITE_ACTIONS = frozenset({"toggle_pause"})
+    DEFAULT_CSS = """
+    #queue-spark { height: 4; margin: 1 0 0 0; }
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="queues.back"),
@@ -90,11 +99,10 @@ class QueuesScreen(TableScreen[QueueSummary]):
     ]
 
     def compose_detail(self) -> ComposeResult:
-        with Vertical(id="queue-detail"):
-            yield Static(Text("loading…", style="dim"), id="queue-summary")
-            spark = Sparkline([0], id="queue-spark")
-            spark.display = False  # one value draws a solid block; shown with a queue's history
-            yield spark
+        yield Static(Text("loading…", style="dim"), id="queue-summary")
+        spark = Sparkline([0], id="queue-spark")
+        spark.display = False  # one value draws a solid block; shown with a queue's history
+        yield spark
 
     async def fetch(self, client: Client) -> QueuesLoaded:
         return QueuesLoaded(await client.list_queues())
@@ -165,7 +173,7 @@ class QueuesScreen(TableScreen[QueueSummary]):
 
     def action_jobs(self) -> None:
         if self.current is not None:
-            self.awa.show_jobs(JobQuery(queue=self.current.queue))
+            self.awa.drill(JobQuery(queue=self.current.queue), self)
 
     def action_toggle_pause(self) -> None:
         q = self.current

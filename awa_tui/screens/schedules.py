@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from awa_tui.messages import SchedulesLoaded
 from awa_tui.query import JobQuery
+from awa_tui.screens.base import Jump
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
 from storage import Client, PeriodicSchedule
@@ -42,8 +43,13 @@ EMPTY = (
 class SchedulesScreen(TableScreen[PeriodicSchedule]):
     """Enter shows the jobs of the selected schedule's kind."""
 
-    NAME = "schedules"
-    HEADING = "Periodic schedules"
+    TITLE = "Periodic schedules"
+    HELP = (
+        "The periodic schedules stored on this schema and when each runs next. Enter opens "
+        "the browser on the schedule's kind (esc comes back to this row); o opens its last job."
+    )
+    JUMP = Jump("S", "schedules", "Periodic schedules", show=False)
+    READ_GROUP = "schedules"
     COLUMNS = tuple((label, label, None) for label in COLUMN_LABELS)
     ENTER = "jobs"
     LIVE = False
@@ -103,7 +109,7 @@ class SchedulesScreen(TableScreen[PeriodicSchedule]):
     def action_jobs(self) -> None:
         current = self.current
         if current is not None:
-            self.awa.show_jobs(JobQuery(kind=current.kind))
+            self.awa.drill(JobQuery(kind=current.kind), self)
 
     def action_last_job(self) -> None:
         current = self.current

@@ -18,6 +18,9 @@ from storage import JobKindDescriptor
 
 
 class SchemaScreen(AwaScreen):
+    TITLE = "Output schema"
+    HELP = "The JSON schema the kind declares for its output; y copies it."
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="schema.back"),
         Binding("y", "copy", "Copy schema", id="schema.copy"),

@@ -19,6 +19,7 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
@@ -42,9 +43,10 @@ LOADING_MARK: HeadPart = (" · loading…", "dim")
 class TableScreen(AwaScreen, Generic[RowT]):
     """A screen around one table of ``rows``; subclasses say what a row is and how it reads."""
 
-    NAME: ClassVar[str]
-    """Ids ``#NAME-head`` and ``#NAME-table`` (the stylesheet's), and its reads' worker group."""
-    HEADING: ClassVar[str]
+    READ_GROUP: ClassVar[str]
+    """Its reads' worker group, and the ids of its parts (``#GROUP-head``, ``-table``,
+    ``-detail``); the stylesheet styles them by class (``table-head``, ``table-rows``,
+    ``table-detail``), so a new table screen needs no stylesheet edit. ``TITLE`` heads it."""
     COLUMNS: ClassVar[Sequence[tuple[str, str, int | None]]]
     """Key, label and width of each column; no width: as wide as its cells."""
     ENTER: ClassVar[str]
@@ -78,7 +80,7 @@ class TableScreen(AwaScreen, Generic[RowT]):
         raise NotImplementedError
 
     def compose_detail(self) -> ComposeResult:
-        """The widgets under the table that ``show_current`` fills."""
+        """The widgets under the table that ``show_current`` fills (in one scrolling box)."""
         raise NotImplementedError
 
     def show_current(self) -> None:
@@ -89,9 +91,11 @@ class TableScreen(AwaScreen, Generic[RowT]):
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
         yield ModeBanner()
-        yield Static(Text(self.HEADING, style="bold"), id=f"{self.NAME}-head")
-        yield DataTable(id=f"{self.NAME}-table", cursor_type="row")
-        yield from self.compose_detail()
+        group = self.READ_GROUP
+        yield Static(Text(self.TITLE, style="bold"), id=f"{group}-head", classes="table-head")
+        yield DataTable(id=f"{group}-table", classes="table-rows", cursor_type="row")
+        with VerticalScroll(id=f"{group}-detail", classes="table-detail"):
+            yield from self.compose_detail()
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -120,7 +124,7 @@ class TableScreen(AwaScreen, Generic[RowT]):
         return self.run_worker(
             partial(self._read, fetch),
             name="load",
-            group=self.NAME,
+            group=self.READ_GROUP,
             exclusive=True,
             exit_on_error=False,
         )
@@ -154,8 +158,8 @@ class TableScreen(AwaScreen, Generic[RowT]):
         """The heading and counts; until the first read answered, "loading…" (never a 0)."""
         stale = [STALE_MARK] if self.stale else []
         counts = self.headline() if self.loaded else [LOADING_MARK]
-        self.query_one(f"#{self.NAME}-head", Static).update(
-            Text.assemble((self.HEADING, "bold"), *counts, *stale)
+        self.query_one(f"#{self.READ_GROUP}-head", Static).update(
+            Text.assemble((self.TITLE, "bold"), *counts, *stale)
         )
 
     @property

@@ -59,6 +59,13 @@ def took(span: timedelta | None) -> str:
 class TimelineScreen(AwaScreen):
     """The attempts of one job; ``r`` re-reads them, esc goes back to the detail."""
 
+    TITLE = "Attempt timeline"
+    HELP = (
+        "Each attempt of the job: when it was claimed, how long it ran, its heartbeats and how "
+        "it ended. r reads them again."
+    )
+    READ_GROUP = "job"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="timeline.back"),
         Binding("r", "refresh", "Refresh", id="timeline.refresh"),
@@ -96,7 +103,7 @@ class TimelineScreen(AwaScreen):
         table.focus()
         self.load()
 
-    @work(exclusive=True, exit_on_error=False, group="job")
+    @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load(self) -> None:
         client = await self.awa.client()
         self.post_message(TimelineLoaded(self.row.id, await client.attempt_timeline(self.row.id)))

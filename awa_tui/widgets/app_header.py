@@ -17,6 +17,12 @@ class AppHeader(Guarded, Header):
     that lands while a screen is being removed, and an error there would end the console. This
     one skips the update instead: a header that is going away has nothing to show."""
 
+    @property
+    def screen_title(self) -> str:
+        """The app's title (the console and the connection), not the screen's ``TITLE``: each
+        screen heads its own body with that."""
+        return self.app.title
+
     def _on_mount(self, event: Mount) -> None:
         # Replaces Header._on_mount (Widget's own does nothing for a header without scrollbars).
         event.prevent_default()

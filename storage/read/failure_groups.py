@@ -56,7 +56,9 @@ failures AS (
         AND ($2::text IS NULL OR q.kind = $2) AND ($3::text IS NULL OR q.queue = $3)
       ORDER BY q.job_id DESC LIMIT $4)
 ), texts AS (
-    SELECT failures.*, left(COALESCE(errors -> -1 ->> 'error', ''), 500) AS error
+    -- first_at: the job's first recorded failure, which a retry keeps (it resets ``at``)
+    SELECT failures.*, left(COALESCE(errors -> -1 ->> 'error', ''), 500) AS error,
+           COALESCE((errors -> 0 ->> 'at')::timestamptz, at) AS first_at
       FROM failures
 ), signatures AS (
     -- Each distinct error text is normalised once: the regular expressions cost far more
@@ -87,7 +89,7 @@ SELECT kind, signature, count(*) AS n,
        count(*) FILTER (WHERE source = 'failed') AS failed,
        count(*) FILTER (WHERE source = 'retryable') AS retryable,
        count(*) FILTER (WHERE source = 'dead_lettered') AS dead_lettered,
-       min(at) AS first_seen, max(at) AS last_seen, max(job_id) AS sample_job_id,
+       min(first_at) AS first_seen, max(at) AS last_seen, max(job_id) AS sample_job_id,
        (array_agg(error ORDER BY job_id DESC))[1] AS sample_error,
        bool_or(kept) AS kept_output,
        array_agg(DISTINCT queue ORDER BY queue) AS queues,

@@ -211,3 +211,20 @@ async def test_job_json_has_exactly_the_fields_openapi_describes(client: Client,
     assert row is not None
     assert set(job_json(row, detail=True)) == set(JobOut.model_fields)
     assert set(job_json(row, detail=False)) == set(JobOut.model_fields) - {"output"}
+
+
+async def test_the_state_filter_takes_the_consoles_words(
+    api: httpx.AsyncClient, client: Client, kind: str
+) -> None:
+    """``waiting`` as the console's tab says it, as well as ``waiting_external``; ``all``."""
+    _register(client, kind)
+    waiting = await client.insert({"n": 1}, kind=kind)  # available: listed by all, not waiting
+    for word in ("available", "Available", "all"):
+        answer = await api.get("/api/jobs", params={"state": word})
+        assert answer.status_code == 200, word
+        assert waiting.id in {row["id"] for row in answer.json()["jobs"]}
+    for word in ("waiting", "waiting_external", "Waiting"):
+        answer = await api.get("/api/jobs", params={"state": word})
+        assert answer.status_code == 200, word
+        assert waiting.id not in {row["id"] for row in answer.json()["jobs"]}
+    assert (await api.get("/api/jobs", params={"state": "finished"})).status_code == 400

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from awa_tui.demo import SendEmail
+from awa_tui.query import tab_of
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.jobs import PAGE_SIZE, JobsScreen
 from awa_tui.screens.pickers import BulkActionModal
@@ -70,8 +71,10 @@ async def test_filter_bar_kind_queue_id_and_text(
         await pilot.press("slash", "ctrl+u", *"kind:send_email id:3", "enter")
         await settle(pilot)
         assert shown_ids(screen) == [3]
+        job = screen.query_one(JobTable).jobs[0]
+        assert screen.query_state.tab == tab_of(job)  # id: shows the job on its own tab
 
-        await pilot.press("slash", "ctrl+u", *"eu-3", "enter")
+        await pilot.press("1", "slash", "ctrl+u", *"eu-3", "enter")
         await settle(pilot)
         assert shown_ids(screen) == [incident.failed]  # free text searches args
 

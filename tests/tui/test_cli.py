@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from awa_tui.cli import main, resolve_dsn
+from awa_tui.cli import main
+from awa_tui.commands import resolve_dsn
 from awa_tui.errors import EXIT_CONNECT, EXIT_OK, EXIT_SCHEMA, EXIT_USAGE
 
 

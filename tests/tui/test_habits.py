@@ -24,7 +24,7 @@ async def test_help_lists_the_keys_of_the_current_screen_with_reasons(
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
         keys = text_of(app.screen.query_one("#help-keys"))
-        assert "Keys: Job detail" in text_of(app.screen)
+        assert "Job detail" in text_of(app.screen)
         for line in ("e", "Errors", "Complete", "Save JSON", "Help", "Kinds"):
             assert line in keys
         assert "Job 1 is completed; only failed or cancelled jobs can be retried." in keys
@@ -34,7 +34,12 @@ async def test_help_lists_the_keys_of_the_current_screen_with_reasons(
         await pilot.press("question_mark")
         await settle(pilot)
         keys = text_of(app.screen.query_one("#help-keys"))
-        assert "Keys: Job browser" in text_of(app.screen)
+        assert "Job browser" in text_of(app.screen)
+        hint = text_of(app.screen.query_one("#help-hint"))
+        assert "kind:NAME queue:NAME id:42 since:1h" in hint  # the filter syntax
+        assert "id:N shows job N on its own state's tab" in hint
+        for internal in ("Focus Next", "Focus Previous", "Copy selected text", "scroll_"):
+            assert internal not in keys  # Textual's own bindings are not the screen's
         assert "Filter" in keys
         assert "Mark" in keys
         assert "All matching" in keys
@@ -48,6 +53,7 @@ async def test_the_palette_offers_every_action_that_applies(
         await settle(pilot)
         titles = {command.title for command in app.get_system_commands(app.screen)}
         assert {"Retry", "Delete", "Errors", "Save JSON", "Kinds", "DLQ"} <= titles
+        assert "Go to job id" in titles
         assert "Complete" not in titles  # not waiting for a callback
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Errors")
         await command.callback()

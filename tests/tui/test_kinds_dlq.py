@@ -38,7 +38,7 @@ async def test_kinds_list_types_schemas_counts_and_stale_descriptors(
         assert rows["cleanup_tmp"][8] == "-"
         await pilot.press("j")  # build_report
         await settle(pilot)
-        detail = text_of(screen.query_one("#kind-detail"))
+        detail = text_of(screen.query_one("#kinds-detail"))
         assert "ReportSummary" in detail
         assert '"pages"' in detail
         await pilot.press("j", "j", "j")  # legacy_export

@@ -142,3 +142,19 @@ async def test_terminal_error_text_without_a_class_still_groups(client: Client) 
     (group,) = await client.failure_groups()
     assert group.count == 2
     assert group.signature == "TerminalError: quota <n> exceeded"
+
+
+async def test_first_seen_is_the_first_failure_and_a_retry_keeps_it(client: Client) -> None:
+    """A retried job that fails again moves its group's last seen, not its first seen."""
+    _failing(client)
+    job = await client.insert({"message": "smtp refused"}, kind="mail", max_attempts=1)
+    await client.run_until_idle()
+    (before,) = await client.failure_groups()
+    await client.retry_job(job.id)
+    await client.run_until_idle()
+    (after,) = await client.failure_groups()
+    row = await client.get_job(job.id)
+    assert row is not None
+    assert len(row.errors) == 2
+    assert after.first_seen == before.first_seen == datetime.fromisoformat(row.errors[0]["at"])
+    assert after.last_seen > before.last_seen
