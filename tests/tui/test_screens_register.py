@@ -8,6 +8,7 @@ import pkgutil
 from pathlib import Path
 
 import grimp
+import pytest
 from textual.app import App
 
 import awa_tui
@@ -81,13 +82,15 @@ def test_no_screen_is_opened_through_a_module_name() -> None:
     assert users == ["worker.py"]  # it imports the user's tasks module, named on the command line
 
 
-def test_the_console_has_no_import_circle() -> None:
-    """Type-only imports (a screen naming ``AwaApp`` in an annotation) are not circles."""
-    graph = grimp.build_graph("awa_tui", cache_dir=None, exclude_type_checking_imports=True)
+@pytest.mark.parametrize("package", ["awa_tui", "storage"])
+def test_no_import_circle(package: str) -> None:
+    """Neither the console nor the engine imports in a circle. Type-only imports (a screen
+    naming ``AwaApp`` in an annotation) are not circles."""
+    graph = grimp.build_graph(package, cache_dir=None, exclude_type_checking_imports=True)
     circles = []
     for module in sorted(graph.modules):
         for imported in graph.find_modules_directly_imported_by(module):
-            if imported.startswith("awa_tui"):
+            if imported.startswith(package):
                 back = graph.find_shortest_chain(importer=imported, imported=module)
                 if back is not None:
                     circles.append((module, *back))
