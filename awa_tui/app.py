@@ -87,6 +87,10 @@ QUIT_BOUND = 0.6  # seconds the quit waits for the client to close before termin
 CANCELLED_READ_NOTE = "Resetting connection with an active transaction"
 QUIET_AFTER_QUIT = 2.0  # seconds asyncpg's notes about the quit's cancelled reads stay hidden
 CLOCK_INTERVAL = 1.0  # seconds between ticks of the app's clock (relative times are in seconds)
+SILENCE_FLOOR = 3.0
+"""Seconds without an answer before the connection is marked lost, whatever the refresh: at
+``--refresh 0.2`` two intervals were 0.4 s, so one slow read on a busy host (or reads paused
+under a modal) flashed "connection lost" and then "back" while nothing was wrong."""
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (
@@ -249,7 +253,8 @@ class AwaApp(Guarded, App[int]):
 
         A database that stops answering (a hung server, a network that drops packets) fails no
         read: each one just waits, and the next refresh replaces it. So silence is a failure
-        too: no successful read for two intervals marks the connection lost.
+        too: no successful read for two intervals (at least ``SILENCE_FLOOR``) marks the
+        connection lost.
         """
         if self._client is None:
             return
@@ -259,7 +264,7 @@ class AwaApp(Guarded, App[int]):
             self.notify(text, severity="error" if runtime.state == "failed" else "warning")
         self._runtime_state = runtime.state
         silent = time.monotonic() - self._last_read
-        if not self.connection.lost and silent >= 2 * self.health_interval:
+        if not self.connection.lost and silent >= max(2 * self.health_interval, SILENCE_FLOOR):
             self.connection = self.connection.failed(
                 self.now(), f"PostgreSQL has not answered for {silent:.0f} s."
             )

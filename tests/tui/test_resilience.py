@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from textual import events
 from textual.widgets import Footer
 from textual.widgets._header import HeaderTitle
 
+from awa_tui.app import SILENCE_FLOOR
 from awa_tui.errors import EXIT_INTERNAL
 from awa_tui.screens.jobs import JobsScreen
 from awa_tui.widgets.app_header import AppHeader
@@ -154,3 +157,21 @@ async def test_a_screens_reads_mark_the_connection_live_and_its_failures_are_sho
         shown = notifications(app)
         assert any("migrate" in text.lower() for _title, text in shown), shown
         assert app.is_running
+
+
+async def test_a_slow_answer_at_a_fast_refresh_is_not_a_lost_connection(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """At ``--refresh 0.2`` two intervals are 0.4 s: silence that short (one slow read on a busy
+    host) is not "connection lost"; silence past ``SILENCE_FLOOR`` is."""
+    app = build_app(migrated_dsn, schema, refresh=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert not app.connection.lost
+        app._last_read = time.monotonic() - 1.0  # 5 intervals, under the floor
+        app._check_health()
+        assert not app.connection.lost
+        app._last_read = time.monotonic() - (SILENCE_FLOOR + 1)
+        app._check_health()
+        assert app.connection.lost
+        assert "has not answered" in app.connection.reason
