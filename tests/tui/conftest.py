@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -18,6 +20,14 @@ from tests.tui.scenarios import Incident, seed_incident
 @pytest.fixture
 async def incident(client: Client, conn: asyncpg.Connection) -> Incident:
     return await seed_incident(client, conn)
+
+
+async def until(pilot: Pilot[Any], check: Callable[[], bool], within: float = 15.0) -> bool:
+    """Whether ``check`` holds within ``within`` seconds, polled between frames of the live app."""
+    deadline = time.monotonic() + within
+    while not check() and time.monotonic() < deadline:
+        await pilot.pause(0.02)
+    return check()
 
 
 async def settle(pilot: Pilot[Any]) -> None:

@@ -7,18 +7,15 @@ slow on demand); everything else is the real engine.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
-from textual.pilot import Pilot
 from textual.widgets import Sparkline
 
 from awa_tui.app import make_app
 from awa_tui.screens.jobs import JobsScreen
 from awa_tui.screens.queues import QueuesScreen
 from storage import Client, JobPage
-from tests.tui.conftest import settle, text_of
+from tests.tui.conftest import settle, text_of, until
 from tests.tui.scenarios import DSN_LABEL, SIZE, Incident, fixed_clock
 
 
@@ -28,13 +25,6 @@ class GatedClient(Client):
     async def browse(self, *args: Any, **kwargs: Any) -> JobPage:
         await self.gate.wait()
         return await super().browse(*args, **kwargs)
-
-
-async def until(pilot: Pilot[Any], condition: Callable[[], bool], within: float = 10) -> bool:
-    deadline = time.monotonic() + within
-    while not condition() and time.monotonic() < deadline:
-        await pilot.pause(0.02)
-    return condition()
 
 
 async def test_queues_say_loading_until_the_first_read(

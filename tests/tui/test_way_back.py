@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from textual import events
-from textual.pilot import Pilot
 from textual.widgets import Static
 
 from awa_tui.app import make_app
@@ -22,20 +21,10 @@ from awa_tui.screens.queues import QueuesScreen
 from awa_tui.screens.table import TableScreen
 from storage import Client, JobState
 from storage.db.pool import connect_once
-from tests.tui.conftest import text_of
+from tests.tui.conftest import text_of, until
 from tests.tui.live import CHARS, assert_alive, live_workload, reach, step
 
 SIZE = (120, 36)
-
-
-async def until(pilot: Pilot[Any], check: Callable[[], bool], within: float = 15.0) -> bool:
-    """Whether ``check`` holds within ``within`` seconds (polled, live)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        await pilot.pause(0.05)
-    return False
 
 
 async def until_async(check: Callable[[], Awaitable[Any]], within: float = 20.0) -> Any:
