@@ -28,18 +28,21 @@ class ActionInfo:
     verb: str  # "retried"
     allowed: str  # states named in refusals
     keep: str  # the confirmation's button that leaves the jobs as they are
+    danger: bool  # loses work or data: the confirmation's button is red
 
 
 ACTIONS: dict[JobAction, ActionInfo] = {
-    JobAction.RETRY: ActionInfo("Retry", "retried", "failed or cancelled", "Don't retry"),
+    JobAction.RETRY: ActionInfo("Retry", "retried", "failed or cancelled", "Don't retry", False),
     JobAction.CANCEL: ActionInfo(
-        "Cancel", "cancelled", "available, scheduled, retryable, running or waiting", "Keep"
+        "Cancel", "cancelled", "available, scheduled, retryable, running or waiting", "Keep", True
     ),
-    JobAction.DELETE: ActionInfo("Delete", "deleted", "completed, failed or cancelled", "Keep"),
+    JobAction.DELETE: ActionInfo(
+        "Delete", "deleted", "completed, failed or cancelled", "Keep", True
+    ),
     JobAction.RETRY_DLQ: ActionInfo(
-        "Retry from DLQ", "retried from the DLQ", "dead-lettered", "Leave in DLQ"
+        "Retry from DLQ", "retried from the DLQ", "dead-lettered", "Leave in DLQ", False
     ),
-    JobAction.PURGE_DLQ: ActionInfo("Purge from DLQ", "purged", "dead-lettered", "Keep"),
+    JobAction.PURGE_DLQ: ActionInfo("Purge from DLQ", "purged", "dead-lettered", "Keep", True),
 }
 
 _STATES: dict[JobAction, frozenset[JobState]] = {

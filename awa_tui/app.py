@@ -28,10 +28,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerFailed, WorkerState
 
-from awa_tui.actions import ACTIONS, JobAction, confirm_labels
+from awa_tui import writes
+from awa_tui.actions import JobAction
 from awa_tui.errors import EXIT_INTERNAL, describe, exit_code
 from awa_tui.messages import ClientConnected, JobsChanged
-from awa_tui.present import plural
 from awa_tui.query import TABS, JobQuery
 from awa_tui.resilience import (
     ConnectionState,
@@ -41,7 +41,7 @@ from awa_tui.resilience import (
     unexpected_summary,
 )
 from awa_tui.screens.base import AwaScreen
-from awa_tui.screens.confirm import ConfirmModal, PromptModal
+from awa_tui.screens.confirm import PromptModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.dlq import DlqScreen
 from awa_tui.screens.failure_groups import FailureGroupsScreen
@@ -403,64 +403,11 @@ class AwaApp(Guarded, App[int]):
 
     @work(exclusive=True, exit_on_error=False, group="write")
     async def run_job_action(self, action: JobAction, job_ids: list[int]) -> None:
-        """One job through its own call, several through ``bulk_action``."""
-        if self.refuse_write():
-            return
-        client = await self.client()
-        info = ACTIONS[action]
-        try:
-            if len(job_ids) == 1:
-                (job_id,) = job_ids
-                match action:
-                    case JobAction.RETRY:
-                        await client.retry_job(job_id)
-                    case JobAction.CANCEL:
-                        await client.cancel_job(job_id)
-                    case JobAction.DELETE:
-                        await client.delete_job(job_id)
-                    case JobAction.RETRY_DLQ:
-                        await client.retry_dlq(job_id)
-                    case JobAction.PURGE_DLQ:
-                        await client.purge_dlq(job_id)
-                self.notify(f"Job {job_id} {info.verb}.", title=info.label)
-            else:
-                count = await client.bulk_action(action.value, ids=job_ids)
-                done = f"{count:,} of {plural(len(job_ids), 'marked job')} {info.verb}."
-                self.notify(done, title=info.label)
-        finally:
-            self.broadcast_changed(job_ids)
+        await writes.act_on_jobs(self, action, job_ids)
 
     @work(exclusive=True, exit_on_error=False, group="write")
     async def run_bulk_matching(self, action: JobAction, query: JobQuery) -> None:
-        """Count what the filter matches, confirm with that count, then act on all of it."""
-        if self.refuse_write():
-            return
-        client, info, where = await self.client(), ACTIONS[action], query.where(self.now())
-        if query.job_id is not None:
-            ids: list[int] | None = [query.job_id]
-            count = 1 if await client.get_job(query.job_id) is not None else 0
-        else:
-            ids = None
-            count = await client.count_matching(where)
-        if count == 0:
-            self.notify(f"No {query.describe()} to act on.", title=info.label, severity="warning")
-            return
-        confirmed = await self.push_screen_wait(
-            ConfirmModal(
-                f"{info.label} {query.describe(count)}?",
-                "Counted just now. Jobs that no longer match when the action runs are skipped.",
-                confirm_label=confirm_labels(action, count)[0],
-                keep_label=info.keep,
-                danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
-            )
-        )
-        if not confirmed:
-            return
-        try:
-            done = await client.bulk_action(action.value, where, ids=ids)
-            self.notify(f"{query.describe(done)} {info.verb}.", title=info.label)
-        finally:
-            self.broadcast_changed([])
+        await writes.act_on_matching(self, action, query)
 
     # -- navigation and habits ----------------------------------------------------------------
     def action_help(self) -> None:

@@ -12,19 +12,19 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Label, Static
 from textual.worker import Worker, WorkerState
 
-from awa_tui.actions import ACTIONS, JobAction, callback_why_not, confirm_labels, why_not
+from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
 from awa_tui.present import state_label
 from awa_tui.resilience import is_connection_error
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
-from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.timefmt import relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
+from awa_tui.writes import confirm_job_action
 from storage import JobKindDescriptor, JobRow
 
 JOB_WRITES = frozenset({"retry", "cancel", "delete", "purge"})
@@ -314,19 +314,11 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         if row is None:
             return
         info = ACTIONS[action]
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.awa.run_job_action(action, [row.id])
-
-        self.app.push_screen(
-            ConfirmModal(
-                f"{info.label} job {row.id}?",
-                f"{row.kind}, {state_label(row)}, attempt {row.attempt} of {row.max_attempts}. "
-                f"Jobs that are not {info.allowed} are refused.",
-                confirm_label=confirm_labels(action, 1)[0],
-                keep_label=info.keep,
-                danger=action in (JobAction.DELETE, JobAction.PURGE_DLQ, JobAction.CANCEL),
-            ),
-            done,
+        confirm_job_action(
+            self.awa,
+            action,
+            [row.id],
+            f"{info.label} job {row.id}?",
+            f"{row.kind}, {state_label(row)}, attempt {row.attempt} of {row.max_attempts}. "
+            f"Jobs that are not {info.allowed} are refused.",
         )

@@ -13,14 +13,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from awa_tui.actions import ACTIONS, JobAction, confirm_labels
+from awa_tui.actions import ACTIONS, JobAction
 from awa_tui.messages import JobsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import Jump
-from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
+from awa_tui.writes import confirm_job_action
 from storage import Client, JobRow
 
 PAGE_SIZE = 50
@@ -205,22 +205,13 @@ class DlqScreen(TableScreen[JobRow]):
         else:
             return
 
-        confirm_label, keep_label = confirm_labels(action, len(ids))
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.marks.difference_update(ids)
-                self.awa.run_job_action(action, ids)
-
-        self.app.push_screen(
-            ConfirmModal(
-                f"{info.label}: {subject}?",
-                "Purging deletes them for good."
-                if action is JobAction.PURGE_DLQ
-                else "They go back to their queue with attempt 0; their error history is kept.",
-                confirm_label=confirm_label,
-                keep_label=keep_label,
-                danger=action is JobAction.PURGE_DLQ,
-            ),
-            done,
+        confirm_job_action(
+            self.awa,
+            action,
+            ids,
+            f"{info.label}: {subject}?",
+            "Purging deletes them for good."
+            if action is JobAction.PURGE_DLQ
+            else "They go back to their queue with attempt 0; their error history is kept.",
+            confirmed=lambda: self.marks.difference_update(ids),
         )

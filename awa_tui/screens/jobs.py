@@ -7,18 +7,18 @@ from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
-from awa_tui.actions import ACTIONS, JobAction, confirm_labels, why_not
+from awa_tui.actions import ACTIONS, JobAction, why_not
 from awa_tui.messages import ClientConnected, CountsLoaded, JobsChanged, JobsLoaded
 from awa_tui.present import plural, state_label
 from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery, tab_of
 from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.jobs_keys import BINDINGS, DRILLED_ONLY, JOB_KEYS, PLAIN_ONLY, WRITE_ACTIONS
 from awa_tui.screens.jobs_status import BrowserStatus, fitted, next_sort, past
 from awa_tui.screens.pickers import BulkActionModal
 from awa_tui.widgets.app_header import AppHeader
@@ -26,17 +26,12 @@ from awa_tui.widgets.filter_bar import FilterBar
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.state_tabs import StateTabs
+from awa_tui.writes import confirm_job_action
 from storage import JobRow, SortOrder
 
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
 INTERVALS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-JOB_KEYS = {"retry_job": "retry", "cancel_job": "cancel", "delete_job": "delete"}
-"""On a browser opened from a group (a drill-down) R, X and D say they act on jobs: the group's
-own R is on the screen esc goes back to, and the footer must not suggest it is this one."""
-WRITE_ACTIONS = frozenset({"retry", "cancel", "delete", "bulk_matching", *JOB_KEYS})
-DRILLED_ONLY = frozenset({"back", *JOB_KEYS})
-PLAIN_ONLY = frozenset({"clear", *JOB_KEYS.values()})
 
 
 class JobsScreen(AwaScreen):
@@ -56,55 +51,7 @@ class JobsScreen(AwaScreen):
     """The rows, not the filter (the first focusable widget): a browser pushed over another
     screen (a drill-down) must not take the keys typed next as filter text."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open_job", "Open", id="jobs.open"),
-        Binding("slash", "focus_filter", "Filter", id="jobs.filter"),
-        Binding(
-            "left_square_bracket",
-            "tab(-1)",
-            "Prev tab",
-            key_display="[",
-            show=False,
-            id="jobs.prev",
-        ),
-        Binding(
-            "right_square_bracket",
-            "tab(1)",
-            "Next tab",
-            key_display="]",
-            show=False,
-            id="jobs.next",
-        ),
-        *(
-            Binding(
-                key,
-                f"select_tab('{tab}')",
-                f"{TAB_LABELS[tab]} tab",
-                show=False,
-                id=f"jobs.tab.{tab}",
-            )
-            for tab, key in TAB_KEYS.items()
-        ),
-        Binding("space", "toggle_mark", "Mark", id="jobs.mark"),
-        Binding("n", "next_page", "More", show=False, id="jobs.more"),
-        Binding("s", "sort", "Sort", id="jobs.sort"),
-        Binding("o", "reverse", "Reverse order", show=False, id="jobs.reverse"),
-        Binding("r", "refresh", "Refresh", show=False, id="jobs.refresh"),
-        Binding("p", "toggle_pause", "Pause", show=False, id="jobs.pause"),
-        Binding("plus", "interval(-1)", "Faster", show=False, key_display="+", id="jobs.faster"),
-        Binding("minus", "interval(1)", "Slower", show=False, key_display="-", id="jobs.slower"),
-        Binding("escape", "back", "Back", id="jobs.back"),
-        Binding("R", "retry", "Retry", id="jobs.retry"),
-        Binding("R", "retry_job", "Retry job", id="jobs.retry_job"),
-        Binding("X", "cancel", "Cancel", id="jobs.cancel"),
-        Binding("X", "cancel_job", "Cancel job", id="jobs.cancel_job"),
-        Binding("D", "delete", "Delete", id="jobs.delete"),
-        Binding("D", "delete_job", "Delete job", id="jobs.delete_job"),
-        Binding("A", "bulk_matching", "All matching…", id="jobs.bulk"),
-        Binding("y", "copy", "Copy id", show=False, id="jobs.copy"),
-        Binding("ctrl+s", "save", "Save JSON", show=False, id="jobs.save"),
-        Binding("escape", "clear", "Clear", show=False, id="jobs.clear"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = BINDINGS
 
     query_state: reactive[JobQuery] = reactive(JobQuery, init=False)
     paused: reactive[bool] = reactive(False)
@@ -502,23 +449,9 @@ class JobsScreen(AwaScreen):
             subject = f"job {job.id} ({job.kind}, {state_label(job)})"
         else:
             return
-        info = ACTIONS[action]
-        confirm_label, keep_label = confirm_labels(action, len(ids))
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed:
-                self.awa.run_job_action(action, ids)
-
-        self.app.push_screen(
-            ConfirmModal(
-                f"{info.label} {subject}?",
-                f"Jobs that are not {info.allowed} are refused.",
-                confirm_label=confirm_label,
-                keep_label=keep_label,
-                danger=action is not JobAction.RETRY and action is not JobAction.RETRY_DLQ,
-            ),
-            done,
-        )
+        question = f"{ACTIONS[action].label} {subject}?"
+        body = f"Jobs that are not {ACTIONS[action].allowed} are refused."
+        confirm_job_action(self.awa, action, ids, question, body)
 
     def action_bulk_matching(self) -> None:
         query = self.query_state

@@ -1,0 +1,111 @@
+"""The console's job writes: one confirmation, then one call per job or one bulk call.
+
+Every screen that retries, cancels, deletes or purges jobs (the browser, the detail, the DLQ)
+asks through ``confirm_job_action``, and every write runs in the app's ``write`` worker group
+(``AwaApp.run_job_action``, ``AwaApp.run_bulk_matching``), so a write outlives the screen
+that asked for it and every screen hears that the jobs changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from awa_tui.actions import ACTIONS, JobAction, confirm_labels
+from awa_tui.present import plural
+from awa_tui.query import JobQuery
+from awa_tui.screens.confirm import ConfirmModal
+
+if TYPE_CHECKING:
+    from awa_tui.app import AwaApp
+
+
+def confirm_job_action(
+    app: AwaApp,
+    action: JobAction,
+    ids: list[int],
+    question: str,
+    body: str,
+    *,
+    confirmed: Callable[[], None] | None = None,
+) -> None:
+    """Ask ``question`` (with ``body`` below it); on yes, run ``action`` on ``ids``."""
+    confirm_label, keep_label = confirm_labels(action, len(ids))
+
+    def done(yes: bool | None) -> None:
+        if yes:
+            if confirmed is not None:
+                confirmed()
+            app.run_job_action(action, ids)
+
+    app.push_screen(
+        ConfirmModal(
+            question,
+            body,
+            confirm_label=confirm_label,
+            keep_label=keep_label,
+            danger=ACTIONS[action].danger,
+        ),
+        done,
+    )
+
+
+async def act_on_jobs(app: AwaApp, action: JobAction, job_ids: list[int]) -> None:
+    """One job through its own call, several through ``bulk_action``."""
+    if app.refuse_write():
+        return
+    client = await app.client()
+    info = ACTIONS[action]
+    try:
+        if len(job_ids) == 1:
+            (job_id,) = job_ids
+            match action:
+                case JobAction.RETRY:
+                    await client.retry_job(job_id)
+                case JobAction.CANCEL:
+                    await client.cancel_job(job_id)
+                case JobAction.DELETE:
+                    await client.delete_job(job_id)
+                case JobAction.RETRY_DLQ:
+                    await client.retry_dlq(job_id)
+                case JobAction.PURGE_DLQ:
+                    await client.purge_dlq(job_id)
+            app.notify(f"Job {job_id} {info.verb}.", title=info.label)
+        else:
+            count = await client.bulk_action(action.value, ids=job_ids)
+            done = f"{count:,} of {plural(len(job_ids), 'marked job')} {info.verb}."
+            app.notify(done, title=info.label)
+    finally:
+        app.broadcast_changed(job_ids)
+
+
+async def act_on_matching(app: AwaApp, action: JobAction, query: JobQuery) -> None:
+    """Count what the filter matches, confirm with that count, then act on all of it."""
+    if app.refuse_write():
+        return
+    client, info, where = await app.client(), ACTIONS[action], query.where(app.now())
+    if query.job_id is not None:
+        ids: list[int] | None = [query.job_id]
+        count = 1 if await client.get_job(query.job_id) is not None else 0
+    else:
+        ids = None
+        count = await client.count_matching(where)
+    if count == 0:
+        app.notify(f"No {query.describe()} to act on.", title=info.label, severity="warning")
+        return
+    confirmed = await app.push_screen_wait(
+        ConfirmModal(
+            f"{info.label} {query.describe(count)}?",
+            "Counted just now. Jobs that no longer match when the action runs are skipped.",
+            confirm_label=confirm_labels(action, count)[0],
+            keep_label=info.keep,
+            danger=info.danger,
+        )
+    )
+    if not confirmed:
+        return
+    try:
+        done = await client.bulk_action(action.value, where, ids=ids)
+        app.notify(f"{query.describe(done)} {info.verb}.", title=info.label)
+    finally:
+        app.broadcast_changed([])
