@@ -388,4 +388,5 @@ def run_demo(args: argparse.Namespace) -> int:
                 say(app.fatal_message)
             return app.return_code or 0
     except KeyboardInterrupt:
+        say("interrupted.")
         return signal_exit_code(signal.SIGINT)

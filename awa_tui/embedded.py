@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,10 +78,10 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         """Stop the server and remove everything; safe to call twice and after a failed start.
 
-        The signals that end the process are held back meanwhile, so they cannot cut it short.
+        The signals that end the process are held off meanwhile (``signals_held``), so they
+        cannot cut it short and leave the server running or half its directory behind.
         """
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {*SIGNALS, signal.SIGINT})
-        try:
+        with signals_held():
             server, self._server = self._server, None
             if server is not None:
                 atexit.unregister(server._cleanup)
@@ -94,8 +95,6 @@ class EmbeddedPostgres:
             if self._runtime_set:
                 os.environ.pop("XDG_RUNTIME_DIR", None)
                 self._runtime_set = False
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
     def __enter__(self) -> EmbeddedPostgres:
         try:
@@ -112,6 +111,28 @@ class EmbeddedPostgres:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP change nothing inside the block: the process is leaving.
+
+    Blocking them (``pthread_sigmask``) is not enough: a signal that arrived just before, while
+    a C call ran, is already recorded, and Python raises it at its next instruction, inside
+    the block. So, in the main thread (the only one Python runs handlers in), their Python
+    handlers are ignored too for the block, which drops a recorded one; the exit code was
+    decided already. The OS mask covers the other threads.
+    """
+    held = (*SIGNALS, signal.SIGINT)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in held} if main else {}
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # one held meanwhile is dropped
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def process_alive(pid: int) -> bool:
