@@ -114,6 +114,10 @@ async def create_pool(
             init=_init_connection,
             server_settings=settings,
             command_timeout=command_timeout,
+            # No expiry timer per cached statement (300 s by default): a timer holds the
+            # context of the task that prepared the statement, and with it, in the console,
+            # the screen that read. The cache is still bounded by its size (100 statements).
+            max_cached_statement_lifetime=0,
         )
 
 
