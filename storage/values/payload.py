@@ -9,6 +9,7 @@ most ``MAX_TRACEBACK_BYTES`` of JSON; never locals, args or outputs.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback as tb_module
 from datetime import datetime
@@ -107,12 +108,17 @@ def _frame_text(filename: str, lineno: int | None, name: str) -> str:
 
 def _short_path(filename: str) -> str:
     """``filename`` relative to the longest ``sys.path`` entry holding it (a module's path as
-    it is imported: ``storage/runtime/executor.py``, ``asyncpg/connection.py``)."""
+    it is imported: ``storage/runtime/executor.py``, ``asyncpg/connection.py``). A file under
+    no import root (a script run by path) keeps only its name: an absolute path tells where
+    someone's home is, not where the code is."""
     best = ""
-    for root in sys.path:
-        if root and len(root) > len(best) and filename.startswith(root.rstrip("/") + "/"):
-            best = root.rstrip("/") + "/"
-    return filename[len(best) :]
+    for entry in sys.path:
+        root = (entry or os.getcwd()).rstrip("/") + "/"  # "" is the current directory
+        if len(root) > len(best) and filename.startswith(root):
+            best = root
+    if best:
+        return filename[len(best) :]
+    return os.path.basename(filename) if os.path.isabs(filename) else filename
 
 
 def append_error(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import orjson
 from pydantic import BaseModel
 
@@ -118,3 +121,20 @@ def test_frames_are_bounded_one_by_one_and_as_a_whole() -> None:
     assert frames[-1].endswith("f" * 10)
     assert len(orjson.dumps(frames)) <= MAX_TRACEBACK_BYTES
     assert traceback_frames(None) == []
+
+
+def test_a_file_under_no_import_root_keeps_only_its_name(tmp_path: Path) -> None:
+    """A handler in a script run by path (``/home/alice/jobs/send.py``) must not store where
+    its author's home is; one under an import root keeps its module path."""
+    script = tmp_path / "alice" / "send.py"
+    script.parent.mkdir()
+    script.write_text("def send():\n    raise RuntimeError('smtp refused')\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    try:
+        namespace["send"]()
+    except RuntimeError as exc:
+        frames = traceback_frames(exc.__traceback__)
+    assert frames[-1] == "send.py:2 in send"
+    assert not any(str(tmp_path) in frame for frame in frames)
+    assert frames[0].startswith("tests/storage/finalize/test_tracebacks.py:")
