@@ -74,10 +74,9 @@ async def bulk(body: BulkBody, request: Request) -> Response:
             before=body.before,
             q=body.q,
         )
-        ids = None if found.job_id is None else [found.job_id]
-        count = await client.bulk_action(
-            body.action.value, found.where, ids=ids, dry_run=body.dry_run
-        )
+        if found.job_id is not None:
+            raise InvalidFilter(f"id:{found.job_id} names one job: pass ids [{found.job_id}].")
+        count = await client.bulk_action(body.action.value, found.where, dry_run=body.dry_run)
     return json_response({"action": body.action.value, "dry_run": body.dry_run, "count": count})
 
 

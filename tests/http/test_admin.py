@@ -237,6 +237,14 @@ async def test_a_list_filter_given_twice_or_naming_one_job_is_400(
     assert answer.json() == {"error": "invalid_filter", "message": message}
 
 
+async def test_a_bulk_filter_naming_one_job_is_400(api: httpx.AsyncClient) -> None:
+    answer = await api.post("/api/jobs/bulk", json={"action": "delete", "q": "id:7"})
+    assert answer.json() == {
+        "error": "invalid_filter",
+        "message": "id:7 names one job: pass ids [7].",
+    }
+
+
 async def test_a_bulk_action_takes_ids_or_a_filter_not_both(
     api: httpx.AsyncClient, client: Client, kind: str
 ) -> None:
