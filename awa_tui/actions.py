@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from storage import JobRow, JobState
+from storage import FailureGroupMembers, JobRow, JobState
 
 
 class JobAction(StrEnum):
@@ -97,3 +97,12 @@ def callback_why_not(row: JobRow) -> str | None:
             f"Job {row.id} is running (its callback {row.callback.callback_id} is not parked yet)."
         )
     return f"Job {row.id} is {state_label(row)}, not waiting for a callback."
+
+
+def group_plan(members: FailureGroupMembers, *, retry: bool) -> list[tuple[JobAction, list[int]]]:
+    """What a failure group's retry (the failed and the dead-lettered jobs back to their queues)
+    or cancel (the retryable ones) does, as bulk actions on its members: the console's ``G``
+    screen and ``POST /api/failure-groups/...`` alike."""
+    if retry:
+        return [(JobAction.RETRY, members.failed), (JobAction.RETRY_DLQ, members.dead_lettered)]
+    return [(JobAction.CANCEL, members.retryable)]

@@ -152,6 +152,13 @@ async def _periodic_tick(b: Bench, n: int) -> Action:
     return b.actor.run_maintenance
 
 
+async def _trigger_schedule(b: Bench, n: int) -> Action:
+    await b.start()
+    b.actor.periodic(Step(mode="ok", n=n), every=timedelta(hours=1), name=f"now{n}")
+    await b.actor.store_schedules()  # its first tick is up to an hour away
+    return lambda: b.actor.trigger_schedule(f"now{n}")
+
+
 async def _failed(b: Bench, n: int) -> int:
     await b.start()
     row = await b.actor.insert(Step(mode="fail", n=n), max_attempts=1)
@@ -212,6 +219,7 @@ PATHS: dict[str, Setup] = {
     "promotion of a scheduled job": _scheduled,
     "promotion of a retryable job": _retryable,
     "periodic tick": _periodic_tick,
+    "schedule triggered now": _trigger_schedule,
     "operator retry of a failed job": _retry_failed,
     "operator retry of a cancelled job": _retry_cancelled,
     "DLQ retry": _retry_dlq,

@@ -383,6 +383,7 @@ class Client:
     run_maintenance = Delegated("operations", Operations.run_maintenance)
     list_schedules = Delegated("operations", Operations.list_schedules)
     remove_schedule = Delegated("operations", Operations.remove_schedule)
+    trigger_schedule = Delegated("operations", Operations.trigger_schedule)
     pause_queue = Delegated("operations", Operations.pause_queue)
     resume_queue = Delegated("operations", Operations.resume_queue)
     list_queues = Delegated("operations", Operations.list_queues)

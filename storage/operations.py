@@ -20,7 +20,13 @@ from storage.read.failure_groups import FailureGroupMembers
 from storage.read.listing_filter import FilterFields, ListFilter, SortKey, SortOrder, check_text
 from storage.runtime.host import HandlerSpec
 from storage.session import Session
-from storage.values.errors import AwaError, InvalidFilter, InvalidJobState, JobNotFound
+from storage.values.errors import (
+    AwaError,
+    InvalidFilter,
+    InvalidJobState,
+    JobNotFound,
+    ScheduleNotFound,
+)
 from storage.values.events import JobEvent
 from storage.values.models import (
     AttemptSpan,
@@ -322,6 +328,20 @@ class Operations:
         """Stop a stored schedule (a client that declares it again stores it again)."""
         async with self._session.connection("remove_schedule") as conn:
             return await periodic.remove(conn, check_stored_name(name, "Schedule"))
+
+    async def trigger_schedule(self, name: str) -> JobRow:
+        """Enqueue one job of the stored schedule ``name`` now, besides its ticks (which stay
+        as they are); a worker serving its queue is woken. ``ScheduleNotFound`` if none."""
+        async with self._session.connection("trigger_schedule") as conn:
+            job_id = await periodic.trigger(conn, check_stored_name(name, "Schedule"))
+            if job_id is None:
+                raise ScheduleNotFound(f"No stored schedule is named {name!r}.")
+            row = await one_job.get_job(
+                conn, job_id, outputs=await self._session.probe.present(conn)
+            )
+        if row is None:  # pruned in between: impossible for a job this young, but say so
+            raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
+        return row
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:

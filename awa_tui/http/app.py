@@ -6,12 +6,15 @@ on stderr and an exit code, before anything listens) and closes it after the ser
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import Depends, FastAPI
 
-from awa_tui.http import callbacks, errors, jobs, kinds
+from awa_tui.http import admin, bulk, callbacks, errors, jobs, kinds
 from awa_tui.http.auth import Access, authorized
 from awa_tui.http.bodies import ErrorOut
 from awa_tui.http.guard import GuardMiddleware
+from awa_tui.http.tokens import NamedToken, api_token
 from storage import Client
 
 DESCRIPTION = """Awa-style Postgres queue storage with retained job output (ADR-048).
@@ -20,8 +23,15 @@ Every `/api` call needs `Authorization: Bearer <AWA_API_TOKEN>` unless the serve
 `--no-auth`. Errors are `{"error": code, "message": text}`. Bodies are at most 64 KiB."""
 
 
-def create_app(client: Client, *, token: str | None, read_only: bool = False) -> FastAPI:
-    """The API over ``client``; ``token`` None disables authentication (``--no-auth``)."""
+def create_app(
+    client: Client,
+    *,
+    token: str | None = None,
+    tokens: Sequence[NamedToken] | None = None,
+    read_only: bool = False,
+) -> FastAPI:
+    """The API over ``client`` for the callers ``tokens`` names (or the one write token
+    ``token``, named ``api``); neither disables authentication (``--no-auth``)."""
     app = FastAPI(
         title="awa-tui HTTP API",
         version="1",
@@ -34,17 +44,24 @@ def create_app(client: Client, *, token: str | None, read_only: bool = False) ->
         telemetry={"tracing": False, "operation_spans": False, "logs": False},
     )
     app.state.client = client
-    app.state.access = Access(token=token, read_only=read_only or client.read_only)
+    if tokens is None and token is not None:
+        tokens = [api_token(token)]
+    app.state.access = Access(tokens=tokens, read_only=read_only or client.read_only)
     api = {
         "dependencies": [Depends(authorized)],
         "responses": {
             401: {"model": ErrorOut, "description": "Missing or wrong bearer token."},
-            403: {"model": ErrorOut, "description": "A write on a --read-only server."},
+            403: {
+                "model": ErrorOut,
+                "description": "A write on a --read-only server, or with a read token.",
+            },
             413: {"model": ErrorOut, "description": "A body over 64 KiB."},
             503: {"model": ErrorOut, "description": "The database cannot be reached."},
         },
     }
     for router in (callbacks.router, jobs.router, kinds.router):
+        app.include_router(router, **api)  # type: ignore[arg-type]
+    for router in (bulk.jobs, admin.queues, admin.dlq, bulk.groups, admin.schedules):
         app.include_router(router, **api)  # type: ignore[arg-type]
     errors.install(app)
     app.add_middleware(GuardMiddleware)

@@ -30,6 +30,7 @@ from storage import (
     OutputError,
     PermissionDenied,
     ReadOnlyError,
+    ScheduleNotFound,
     SchemaNotMigrated,
     StaleAttempt,
     UnstorableText,
@@ -45,6 +46,7 @@ ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (UnstorableText, 400, "invalid_request"),  # an error text with a NUL
     (CallbackNotFound, 404, "callback_not_found"),
     (JobNotFound, 404, "job_not_found"),
+    (ScheduleNotFound, 404, "schedule_not_found"),
     (StaleAttempt, 409, "stale_attempt"),
     (InvalidJobState, 409, "invalid_state"),
     (ReadOnlyError, 403, "read_only"),

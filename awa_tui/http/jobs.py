@@ -26,9 +26,10 @@ from awa_tui.http.bodies import (
     page_json,
 )
 from awa_tui.http.errors import ApiError
-from awa_tui.http.paging import TIME_RANGE, decode_cursor, time_bound
-from awa_tui.query import TAB_NAMES, tab_named
-from storage import JobNotFound, JobState, ListFilter, SortColumn, SortOrder
+from awa_tui.http.paging import TIME_RANGE, decode_cursor
+from awa_tui.http.search import Q_HELP, job_filter
+from awa_tui.query import TAB_NAMES
+from storage import InvalidFilter, JobNotFound, JobState, SortColumn, SortOrder
 
 MAX_PAGE = 500
 JobId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -83,8 +84,22 @@ async def list_jobs(
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    q: Annotated[str | None, Query(max_length=1024, description=Q_HELP)] = None,
 ) -> Response:
-    order = SortOrder.parse(sort)
+    found = job_filter(
+        state=state,
+        kind=kind,
+        queue=queue,
+        since=since,
+        before=before,
+        q=q,
+        sort=SortOrder.parse(sort),
+    )
+    if found.job_id is not None:
+        raise InvalidFilter(
+            f"id:{found.job_id} names one job: GET /api/jobs/{found.job_id} reads it."
+        )
+    where, order = found.where, found.sort
     if before_id is not None and (cursor is not None or order != SortOrder()):
         raise ApiError(
             400,
@@ -92,18 +107,6 @@ async def list_jobs(
             "before_id pages the default order (newest first) only; pass cursor (next_cursor "
             "of the previous page) instead.",
         )
-    if state is not None:  # the console's words too: waiting, failed, all
-        state = tab_named(state) or state  # an unknown one is refused by the engine (400)
-    state = None if state == "all" else state
-    dlq = state == "dlq"
-    where = ListFilter.of(
-        state=None if dlq else state,
-        dlq=dlq,
-        kind=kind,
-        queue=queue,
-        since=time_bound("since", since),
-        before=time_bound("before", before),
-    )
     page = await client_of(request).browse(
         where,
         sort=order,
@@ -148,3 +151,15 @@ async def retry_job(job_id: JobId, request: Request) -> Response:
 )
 async def cancel_job(job_id: JobId, request: Request) -> Response:
     return job_answer(await client_of(request).cancel_job(job_id))
+
+
+@router.delete(
+    "/{job_id}",
+    status_code=204,
+    responses=ACTION,
+    dependencies=[Depends(writable)],
+    summary="Delete a completed, failed, cancelled or dead-lettered job",
+)
+async def delete_job(job_id: JobId, request: Request) -> Response:
+    await client_of(request).delete_job(job_id)
+    return Response(status_code=204)

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -34,10 +35,17 @@ from awa_tui.errors import (
     exit_code,
 )
 from awa_tui.http.app import create_app
+from awa_tui.http.tokens import (
+    TOKEN_VARIABLE,
+    TOKENS_VARIABLE,
+    NamedToken,
+    TokenFileError,
+    load,
+)
+from awa_tui.present import plural
 from awa_tui.resilience import unexpected_summary
 from storage import AwaError, Client, ConfigError, check_schema_name, redact_dsn
 
-TOKEN_VARIABLE = "AWA_API_TOKEN"
 GRACE_SECONDS = 10
 BACKLOG = 2048  # uvicorn's default
 
@@ -47,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="awa-tui serve",
         description="Serve the JSON HTTP API (callbacks with outputs, job detail, lists).",
         epilog=(
-            f"Every request needs 'Authorization: Bearer ${TOKEN_VARIABLE}'. Exit codes: 0 "
+            f"Every request needs 'Authorization: Bearer TOKEN': a token of --tokens or "
+            f"${TOKENS_VARIABLE} (named, role read or write), or ${TOKEN_VARIABLE} (one write "
+            "token named api). Exit codes: 0 "
             "stopped by SIGTERM, 2 usage/configuration (no token, port taken), 3 cannot "
             "connect, 4 schema not migrated, 5 permission denied, 6 timed out, 8 not an "
             "awa-tui database (Awa's own, or a newer awa-tui's), 70 internal error, 130 "
@@ -66,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--read-only",
         action="store_true",
         help="a read-only database session; writes answer 403",
+    )
+    parser.add_argument(
+        "--tokens",
+        type=Path,
+        metavar="FILE",
+        help=f"named tokens with roles, TOML or JSON (docs/http-api.md); or ${TOKENS_VARIABLE}",
     )
     parser.add_argument(
         "--no-auth",
@@ -92,7 +108,10 @@ def main(argv: Sequence[str]) -> int:
         check_schema_name(args.schema)
     except ConfigError as exc:
         return fail(exc.message, EXIT_USAGE)
-    token = os.environ.get(TOKEN_VARIABLE) or None
+    try:
+        tokens: list[NamedToken] | None = load(args.tokens, os.environ)
+    except TokenFileError as exc:
+        return fail(str(exc), EXIT_USAGE)
     if args.no_auth:
         if not is_loopback(args.host):
             return fail(
@@ -100,11 +119,11 @@ def main(argv: Sequence[str]) -> int:
                 f"{TOKEN_VARIABLE} instead.",
                 EXIT_USAGE,
             )
-        token = None
-    elif token is None:
+        tokens = None
+    elif not tokens:
         return fail(
-            f"Set {TOKEN_VARIABLE} to the bearer token callers must send (or use --no-auth "
-            "on a loopback host).",
+            f"Set {TOKEN_VARIABLE} to the bearer token callers must send, or give named tokens "
+            f"with --tokens FILE or {TOKENS_VARIABLE} (or use --no-auth on a loopback host).",
             EXIT_USAGE,
         )
     dsn = resolve_dsn(args.dsn)
@@ -121,7 +140,7 @@ def main(argv: Sequence[str]) -> int:
         stream=sys.stderr,
     )
     try:
-        return asyncio.run(serve(args, dsn, token, signals))
+        return asyncio.run(serve(args, dsn, tokens, signals))
     except (AwaError, OSError) as exc:
         return fail(describe(exc).text, exit_code(exc), dsn)
     except Exception as exc:  # a bug: its type and place, never its message
@@ -129,7 +148,10 @@ def main(argv: Sequence[str]) -> int:
 
 
 async def serve(
-    args: argparse.Namespace, dsn: str | None, token: str | None, signals: list[int]
+    args: argparse.Namespace,
+    dsn: str | None,
+    tokens: list[NamedToken] | None,
+    signals: list[int],
 ) -> int:
     client = await Client.connect(dsn, args.schema, read_only=args.read_only)
     try:
@@ -139,7 +161,7 @@ async def serve(
             return fail(
                 f"Cannot listen on {args.host}:{args.port}: {exc.strerror or exc}.", EXIT_USAGE
             )
-        app = create_app(client, token=token, read_only=args.read_only)
+        app = create_app(client, tokens=tokens, read_only=args.read_only)
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -150,7 +172,7 @@ async def serve(
         )
         host, port = sock.getsockname()[:2]
         modes = ", read-only" if args.read_only else ""
-        modes += ", no auth" if token is None else ""
+        modes += ", no auth" if tokens is None else f", {plural(len(tokens), 'token')}"
         print(
             f"awa-tui: serving http://{_url_host(host)}:{port} on schema {args.schema} of "
             f"{redact_dsn(dsn)}{modes}",

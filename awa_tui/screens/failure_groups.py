@@ -22,6 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
+from awa_tui.actions import group_plan
 from awa_tui.messages import FailureGroupsLoaded
 from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
 from awa_tui.query import JobQuery
@@ -192,8 +193,8 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
             return
         client = await self.awa.client()
         members = await client.failure_group_jobs(group.kind, group.signature)
+        plan = group_plan(members, retry=retry)
         if retry:
-            plan = [("retry", members.failed), ("retry_dlq", members.dead_lettered)]
             verb, keep = "Retry", "Don't retry"
             detail = (
                 f"{len(members.failed):,} failed and {len(members.dead_lettered):,} "
@@ -201,7 +202,6 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
                 "history is kept."
             )
         else:
-            plan = [("cancel", members.retryable)]
             verb, keep = "Cancel", "Keep"
             detail = (
                 f"{plural(len(members.retryable), 'retryable job')}: cancelled, never run again."
@@ -226,7 +226,7 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
             done = 0
             for action, ids in plan:
                 if ids:
-                    done += await client.bulk_action(action, ids=ids)
+                    done += await client.bulk_action(action.value, ids=ids)
             past = "retried" if retry else "cancelled"
             self.awa.notify(f"{done:,} of {count:,} jobs {past}.", title=verb)
         finally:

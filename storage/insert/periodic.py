@@ -75,6 +75,9 @@ UPDATE periodic_schedules
  WHERE name = $1
 """
 LIST = "SELECT * FROM periodic_schedules ORDER BY name"
+# A trigger locks the schedule, so a maintenance pass skips it meanwhile (``DUE`` skips locked).
+ONE = "SELECT *, clock_timestamp() AS clock FROM periodic_schedules WHERE name = $1 FOR UPDATE"
+TRIGGERED = "UPDATE periodic_schedules SET last_job_id = $2 WHERE name = $1"
 REMOVE = "DELETE FROM periodic_schedules WHERE name = $1"
 # Schemas before v005 have no schedules table; a runtime ahead of its migration skips them.
 CLOCK = """
@@ -217,6 +220,19 @@ def _cadence_of(row: Any) -> Cadence:
     )
 
 
+def _job_fields(row: Any) -> dict[str, Any]:
+    """The job a schedule enqueues, from its stored row (a tick's and a trigger's alike)."""
+    return {
+        "kind": row["kind"],
+        "queue": row["queue"],
+        "args_json": orjson.dumps(row["args"]),
+        "priority": row["priority"],
+        "max_attempts": row["max_attempts"],
+        "run_at": None,
+        "payload": row["payload"],
+    }
+
+
 async def enqueue_due(conn: Conn, now: datetime) -> list[int]:
     """Enqueue the latest due tick of every schedule due at ``now``; returns the new job ids.
 
@@ -231,13 +247,7 @@ async def enqueue_due(conn: Conn, now: datetime) -> list[int]:
             job_id = None
             if row["last_tick_at"] is None or tick > row["last_tick_at"]:
                 job = KeyedJob(
-                    kind=row["kind"],
-                    queue=row["queue"],
-                    args_json=orjson.dumps(row["args"]),
-                    priority=row["priority"],
-                    max_attempts=row["max_attempts"],
-                    run_at=None,
-                    payload=row["payload"],
+                    **_job_fields(row),
                     unique_key=tick_key(row["name"], tick),
                     unique_states=tuple(unique.ALL_STATES),
                 )
@@ -258,6 +268,21 @@ async def run_due(conn: Conn, now: datetime | None = None) -> list[int]:
     if not clock["installed"]:
         return []
     return await enqueue_due(conn, now or clock["now"])
+
+
+async def trigger(conn: Conn, name: str) -> int | None:
+    """Enqueue one job of the schedule now, besides its ticks (an operator's "run now"), through
+    ``enqueue.insert_jobs``, so the runtimes serving its queue are woken. Its next tick stays
+    where it was; ``last_job_id`` names the new job. None when no schedule has this name."""
+    async with conn.transaction():
+        row = await conn.fetchrow(ONE, name)
+        if row is None:
+            return None
+        (inserted,) = await enqueue.insert_jobs(
+            conn, [NewJob(**_job_fields(row))], now=row["clock"]
+        )
+        await conn.execute(TRIGGERED, name, inserted.job_id)
+        return inserted.job_id
 
 
 async def list_schedules(conn: Conn) -> list[PeriodicSchedule]:

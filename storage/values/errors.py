@@ -125,6 +125,10 @@ class CallbackNotFound(AwaError):
     """No job is waiting for this callback id (it is unknown or already resolved)."""
 
 
+class ScheduleNotFound(AwaError):
+    """No stored periodic schedule has this name."""
+
+
 class InvalidJobState(AwaError):
     """The job is not in a state this action applies to."""
 

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 from pydantic import BaseModel
 
-from storage import Client, InvalidSchedule, Job, JobState
+from storage import Client, InvalidSchedule, Job, JobState, ScheduleNotFound
 from storage.insert.periodic import cadence, enqueue_due, store
 from storage.ops.maintenance import MaintenanceSettings, run_pass
 
@@ -216,3 +216,34 @@ async def test_two_running_clients_make_one_job_per_tick_of_a_one_second_schedul
     assert len(keys) == len(set(keys))
     ticks = sorted(datetime.fromisoformat(k.removeprefix("periodic:ping:")) for k in keys)
     assert all(t.microsecond == 0 for t in ticks)  # whole-second ticks, one job each
+
+
+async def test_triggering_a_schedule_enqueues_one_ready_job_and_keeps_its_next_tick(
+    client: Client,
+) -> None:
+    client.task(Ping)(_noop)
+    client.periodic(Ping(n=3), every=timedelta(hours=1), name="hourly", queue="reports")
+    await _store_at(client, T0)
+    row = await client.trigger_schedule("hourly")
+    assert (row.kind, row.queue, row.state, row.args) == (
+        "ping",
+        "reports",
+        JobState.AVAILABLE,
+        {"n": 3},
+    )
+    (listed,) = await client.list_schedules()
+    assert (listed.next_run_at, listed.last_tick_at, listed.last_job_id) == (
+        T0 + timedelta(hours=1),
+        None,
+        row.id,
+    )
+    again = await client.trigger_schedule("hourly")  # no tick key: each trigger is a new job
+    assert again.id != row.id
+
+
+async def test_triggering_an_unknown_schedule_is_refused_and_writes_nothing(
+    client: Client,
+) -> None:
+    with pytest.raises(ScheduleNotFound, match="No stored schedule is named 'nope'"):
+        await client.trigger_schedule("nope")
+    assert await client.list_jobs() == []
