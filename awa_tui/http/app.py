@@ -7,8 +7,9 @@ on stderr and an exit code, before anything listens) and closes it after the ser
 from __future__ import annotations
 
 from fastapi import Depends, FastAPI
+from prometheus_client import CollectorRegistry
 
-from awa_tui.http import callbacks, errors, jobs, kinds
+from awa_tui.http import callbacks, errors, health, jobs, kinds, metrics
 from awa_tui.http.auth import Access, authorized
 from awa_tui.http.bodies import ErrorOut
 from awa_tui.http.guard import GuardMiddleware
@@ -17,7 +18,8 @@ from storage import Client
 DESCRIPTION = """Awa-style Postgres queue storage with retained job output (ADR-048).
 
 Every `/api` call needs `Authorization: Bearer <AWA_API_TOKEN>` unless the server runs with
-`--no-auth`. Errors are `{"error": code, "message": text}`. Bodies are at most 64 KiB."""
+`--no-auth`, and so does `/metrics`; `/healthz` and `/readyz` need none. Errors are
+`{"error": code, "message": text}`. Bodies are at most 64 KiB."""
 
 
 def create_app(client: Client, *, token: str | None, read_only: bool = False) -> FastAPI:
@@ -46,6 +48,29 @@ def create_app(client: Client, *, token: str | None, read_only: bool = False) ->
     }
     for router in (callbacks.router, jobs.router, kinds.router):
         app.include_router(router, **api)  # type: ignore[arg-type]
+    app.include_router(metrics.router, dependencies=[Depends(authorized)])
+    app.include_router(health.router)
+    errors.install(app)
+    app.add_middleware(GuardMiddleware)
+    return app
+
+
+def create_probe_app(client: Client, runtime_metrics: CollectorRegistry) -> FastAPI:
+    """``worker --metrics-port``: ``/metrics`` (the queue gauges and ``runtime_metrics``, the
+    worker's own), ``/healthz`` and ``/readyz``, without a token (the port is the worker's
+    own, on loopback unless ``--metrics-host`` says otherwise)."""
+    app = FastAPI(
+        title="awa-tui worker metrics",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        telemetry={"tracing": False, "operation_spans": False, "logs": False},
+    )
+    app.state.client = client
+    app.state.runtime_metrics = runtime_metrics
+    app.include_router(metrics.router)
+    app.include_router(health.router)
     errors.install(app)
     app.add_middleware(GuardMiddleware)
     return app
