@@ -9,8 +9,10 @@ showing no queues.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import httpx
@@ -20,6 +22,13 @@ from prometheus_client.samples import Sample
 from awa_tui.http.app import create_probe_app
 from storage import Client, Job, JobState
 from tests.http.conftest import asgi_client, park
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def family_of(sample: str) -> str:
+    """``awa_job_duration_seconds_bucket`` -> ``awa_job_duration_seconds``."""
+    return re.sub(r"_(bucket|count|sum|created)$", "", sample)
 
 
 def samples(text: str) -> list[Sample]:
@@ -145,3 +154,10 @@ async def test_a_workers_counters_move_when_its_jobs_complete_and_fail(
     assert value(found, "awa_job_output_size_bytes_sum", **outputs) == 2 * len('{"seen":1}')
     assert value(found, "awa_runtime_health", state="running") == 1
     assert value(found, "awa_runtime_health", state="stopped") == 0
+    # every name docs/metrics.md, its alert rules and the dashboard use is one a scrape has
+    # (no output was dropped here: that counter's name is added by hand)
+    scraped = {name for s in found for name in (s.name, family_of(s.name))}
+    scraped |= {"awa_job_output_dropped_total"}
+    for doc in ("metrics.md", "grafana-dashboard.json"):
+        named = set(re.findall(r"\bawa_[a-z0-9_]*[a-z0-9]\b", (DOCS / doc).read_text()))
+        assert named - scraped == set(), doc
