@@ -74,6 +74,8 @@ class Client:
         self.read_only = read_only
         self.session = Session(pool, dsn)
         self.events = self.session.events
+        self.job_metrics: JobMetrics = self.session.job_metrics
+        """The runtime's Prometheus instruments (off until ``enable_prometheus``)."""
         self.registry = tasks if tasks is not None else Tasks()
         self._schedules: dict[str, periodic.Declared] = {}
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
@@ -354,11 +356,6 @@ class Client:
     @metrics.setter
     def metrics(self, metrics: OutputMetrics) -> None:
         self.session.metrics = metrics
-
-    @property
-    def job_metrics(self) -> JobMetrics:
-        """The runtime's Prometheus instruments (off until ``enable_prometheus``)."""
-        return self.session.job_metrics
 
     def enable_prometheus(self) -> CollectorRegistry:
         """Record claims, waits, handler durations, ends and outputs of this client's runtime

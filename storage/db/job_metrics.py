@@ -99,6 +99,7 @@ class JobMetrics:
             ["queue", "kind", "reason"],
             registry=registry,
         )
+        self._per_job: dict[tuple[str, str], tuple[Histogram, Counter]] = {}
         self.registry = registry
         return registry
 
@@ -113,11 +114,24 @@ class JobMetrics:
 
     def ran(self, queue: str, kind: str, seconds: float) -> None:
         if self.registry is not None:
-            self._duration.labels(queue, kind).observe(seconds)
+            self._of_job(queue, kind)[0].observe(seconds)
 
     def completed(self, queue: str, kind: str) -> None:
         if self.registry is not None:
-            self._completed.labels(queue, kind).inc()
+            self._of_job(queue, kind)[1].inc()
+
+    def _of_job(self, queue: str, kind: str) -> tuple[Histogram, Counter]:
+        """The duration and completion series of one queue and kind, found once: ``labels``
+        costs as much as the observation itself, and these two run per job. Bounded by the
+        queues and kinds, as the series themselves are."""
+        key = (queue, kind)
+        found = self._per_job.get(key)
+        if found is None:
+            found = self._per_job[key] = (
+                self._duration.labels(queue, kind),
+                self._completed.labels(queue, kind),
+            )
+        return found
 
     def failed(self, queue: str, kind: str, outcome: str) -> None:
         """``outcome``: ``retried`` or ``exhausted`` (the lifecycle events' names)."""

@@ -128,7 +128,8 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     if host.events.wants(claimed.kind, "started"):
         host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict: _Completed | _Failed | Snooze | WaitForCallback
-    began = time.perf_counter()
+    timed = host.job_metrics.registry is not None  # off: no clock read, no call, per job
+    began = time.perf_counter() if timed else 0.0
     try:
         result = spec.handler(job)
         if type(result) is CoroutineType or inspect.isawaitable(result):
@@ -145,7 +146,8 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     else:
         verdict = _COMPLETED if result is None else _verdict(result)
     end = job.finish()
-    host.job_metrics.ran(claimed.queue, claimed.kind, time.perf_counter() - began)
+    if timed:
+        host.job_metrics.ran(claimed.queue, claimed.kind, time.perf_counter() - began)
     if verdict is _COMPLETED and _compact_now(host, claimed, end):
         _submit_compact(host, claimed, end.output_text, tracker)
         return None
@@ -281,7 +283,8 @@ def _emit_ended(
     """Tell listeners what the attempt's committed end was (its output only on completion)."""
     if ended.outcome is not Outcome.WRITTEN or ended.state is None:
         return
-    _count_end(host, claimed, ended.state)
+    if host.job_metrics.registry is not None:
+        _count_end(host, claimed, ended.state)
     name = _EVENT_OF_STATE.get(ended.state)
     if name is None or not host.events.wants(claimed.kind, name):
         return  # no listener: do not decode the output for nobody
