@@ -54,7 +54,10 @@ async def readyz(request: Request) -> Response:
     except AwaError as exc:
         return not_ready(redact_secrets(exc.message, client.dsn))
     except TimeoutError:
-        return not_ready(f"the database did not answer within {CHECK_TIMEOUT_SECONDS:g} s")
+        return not_ready(
+            f"no answer from the database within {CHECK_TIMEOUT_SECONDS:g} s (unreachable, "
+            "or every pooled connection busy)"
+        )
     return PlainTextResponse("ready\n")
 
 

@@ -19,9 +19,12 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from awa_tui.http.app import create_probe_app
+from awa_tui.http.app import create_app, create_probe_app
 from storage import Client, Job, JobState
+from storage.db.migrator import migrate
+from storage.db.pool import connect_once
 from tests.http.conftest import asgi_client, park
+from tests.storage.migration_db import fresh_database
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -161,3 +164,25 @@ async def test_a_workers_counters_move_when_its_jobs_complete_and_fail(
     for doc in ("metrics.md", "grafana-dashboard.json"):
         named = set(re.findall(r"\bawa_[a-z0-9_]*[a-z0-9]\b", (DOCS / doc).read_text()))
         assert named - scraped == set(), doc
+
+
+async def test_readyz_refuses_a_database_that_became_another_tools(pg_dsn: str) -> None:
+    """The connect-time refusal of a foreign database, run again by /readyz: a database whose
+    awa schema is now Awa's own (no awa-tui ledger, ``awa.schema_version``) is not ready."""
+    async with fresh_database(pg_dsn, "awa_readyz_foreign") as dsn:
+        await migrate(dsn)
+        async with (
+            await Client.connect(dsn) as server,
+            asgi_client(create_app(server, token=None)) as http,
+        ):
+            assert (await http.get("/readyz")).status_code == 200
+            async with connect_once(dsn) as conn:
+                await conn.execute(
+                    "DROP TABLE awa.schema_migrations; "
+                    "CREATE TABLE awa.schema_version (version int); "
+                    "INSERT INTO awa.schema_version VALUES (8)"
+                )
+            readyz = await http.get("/readyz")
+    assert readyz.status_code == 503
+    assert readyz.text.startswith("not ready: this database was made by Awa (schema version 8)")
+    assert readyz.text.count("\n") == 1
