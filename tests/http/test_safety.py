@@ -27,7 +27,10 @@ ROUTES = [
     ("POST", "/api/jobs/1/retry"),
     ("POST", "/api/jobs/1/cancel"),
     ("GET", "/api/kinds"),
+    ("GET", "/metrics"),
 ]
+OPEN = [("GET", "/healthz"), ("GET", "/readyz")]
+"""Health: no token (load balancers send none), no data (tests/http/test_metrics.py)."""
 WRITES = [route for route in ROUTES if route[0] == "POST"]
 
 
@@ -217,7 +220,8 @@ async def test_openapi_describes_every_path_and_the_bearer_scheme(
     spec: dict[str, Any] = answer.json()
     paths = {(method.upper(), path) for path, ops in spec["paths"].items() for method in ops}
     assert paths == {
-        (m, p.replace("/cb/", "/{callback_id}/").replace("/1", "/{job_id}")) for m, p in ROUTES
+        (m, p.replace("/cb/", "/{callback_id}/").replace("/1", "/{job_id}"))
+        for m, p in [*ROUTES, *OPEN]
     }
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     complete = spec["paths"]["/api/callbacks/{callback_id}/complete"]["post"]
