@@ -9,6 +9,7 @@ Usage::
                   [--no-auth]            (the HTTP API; see docs/http-api.md)
     awa-tui worker myapp.jobs:tasks [--dsn ...] [--schema awa] [--queues a,b | a=8,b=2]
             [--concurrency N] [--grace 30] [--max-connections 10] [--processes 1]
+            [--metrics-port PORT]   (/metrics, /healthz, /readyz; see docs/metrics.md)
     awa-tui --demo
 
 The DSN comes from ``--dsn``, else ``AWA_DSN``, else ``DATABASE_URL``, else the libpq

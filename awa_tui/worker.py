@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import os
 import signal
@@ -22,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from awa_tui.commands import fail, resolve_dsn
-from awa_tui.errors import EXIT_OK, EXIT_RUNTIME_FAILED, describe, exit_code
+from awa_tui.errors import EXIT_OK, EXIT_RUNTIME_FAILED, EXIT_USAGE, describe, exit_code
+from awa_tui.http.probe_server import serving_probes
 from storage import (
     AwaError,
     Client,
@@ -55,6 +57,8 @@ class WorkerSettings:
     rescue_after: float
     processes: int
     gc_freeze: bool  # freeze the start-up heap (storage.runtime.heap) when the runtime starts
+    metrics_port: int | None = None  # /metrics, /healthz, /readyz (awa_tui.http.probe_server)
+    metrics_host: str = "127.0.0.1"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="worker processes, each with the options above, for more cores (default: 1)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port, no token; 0 picks "
+        "a free one (default: off; see docs/metrics.md)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="the address --metrics-port listens on (default: 127.0.0.1)",
     )
     parser.add_argument(
         "--no-gc-freeze",
@@ -175,6 +191,13 @@ def settings_from(argv: Sequence[str]) -> WorkerSettings:
         raise UsageError("--rescue-after must be at least 1 second.")
     if args.processes < 1:
         raise UsageError("--processes must be at least 1.")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise UsageError(f"--metrics-port {args.metrics_port} is not a port number (0 to 65535).")
+    if args.metrics_port is not None and args.processes > 1:
+        raise UsageError(
+            "--metrics-port serves one worker process; with --processes, run each worker as "
+            "its own command with its own --metrics-port."
+        )
     check_schema_name(args.schema)
     queues = parse_queues(args.queues)
     return WorkerSettings(
@@ -189,6 +212,8 @@ def settings_from(argv: Sequence[str]) -> WorkerSettings:
         rescue_after=args.rescue_after,
         processes=args.processes,
         gc_freeze=not args.no_gc_freeze,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
 
 
@@ -227,6 +252,21 @@ async def serve(settings: WorkerSettings) -> int:
         started += 1
 
     client.on_event(count, names=["started"])  # every kind: the runtime's own
+    probes = contextlib.AsyncExitStack()
+    if settings.metrics_port is not None:
+        registry = client.enable_prometheus()  # before the first claim, so it is counted
+        try:
+            host, port = await probes.enter_async_context(
+                serving_probes(client, registry, settings.metrics_host, settings.metrics_port)
+            )
+        except OSError as exc:
+            await client.close()
+            return fail(
+                f"Cannot listen on {settings.metrics_host}:{settings.metrics_port} for "
+                f"--metrics-port: {exc.strerror or exc}.",
+                EXIT_USAGE,
+            )
+        say(f"metrics on http://{host}:{port}/metrics (/healthz, /readyz)")
     try:
         await client.start(
             settings.queues,
@@ -246,6 +286,7 @@ async def serve(settings: WorkerSettings) -> int:
             health = client.health
             if health.state is HealthState.FAILED:
                 await client.shutdown(grace=settings.grace)
+                await probes.aclose()
                 await client.close()
                 return fail(
                     f"the runtime failed ({health.reason}) after starting {started} jobs; "
@@ -261,8 +302,10 @@ async def serve(settings: WorkerSettings) -> int:
             except TimeoutError:
                 continue
         await client.shutdown(grace=settings.grace)
+        await probes.aclose()
         await client.close()
     except (AwaError, OSError) as exc:
+        await probes.aclose()
         client.pool.terminate()  # failing anyway: nothing to wait for (a no-op once closed)
         return fail(describe(exc).text, exit_code(exc), settings.dsn)
     say(f"stopped on {received[0]} after starting {started} jobs; completions flushed")

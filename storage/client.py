@@ -10,8 +10,10 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
 
 import asyncpg
+from prometheus_client import CollectorRegistry
 
 from storage.callback_ops import CallbackOperations
+from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.db.migrator import check_schema
 from storage.db.pool import acquire, close_pool, create_pool, snapshot, translate_errors
@@ -72,6 +74,8 @@ class Client:
         self.read_only = read_only
         self.session = Session(pool, dsn)
         self.events = self.session.events
+        self.job_metrics: JobMetrics = self.session.job_metrics
+        """The runtime's Prometheus instruments (off until ``enable_prometheus``)."""
         self.registry = tasks if tasks is not None else Tasks()
         self._schedules: dict[str, periodic.Declared] = {}
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
@@ -352,6 +356,19 @@ class Client:
     @metrics.setter
     def metrics(self, metrics: OutputMetrics) -> None:
         self.session.metrics = metrics
+
+    def enable_prometheus(self) -> CollectorRegistry:
+        """Record claims, waits, handler durations, ends and outputs of this client's runtime
+        in a Prometheus registry of their own (``storage.db.job_metrics``) and return it."""
+        registry = self.session.job_metrics.enable()
+        self.session.metrics.prometheus = self.session.job_metrics
+        return registry
+
+    async def check_schema(self) -> None:
+        """Check the database again as ``connect`` did (reachable, awa-tui's, at a version this
+        release reads, the schema installed); raises the same errors, or ``ConnectionFailed``."""
+        async with self.session.connection("check_schema") as conn:
+            await check_schema(conn, self.schema)
 
     @property
     def count_cap(self) -> int:

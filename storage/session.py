@@ -18,6 +18,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.db.pool import acquire
 from storage.db.schema_probe import OutputColumnsProbe
@@ -36,6 +37,7 @@ class Session:
     probe: OutputColumnsProbe = field(default_factory=OutputColumnsProbe)
     events: EventBus = field(default_factory=EventBus)
     metrics: OutputMetrics = field(default_factory=OutputMetrics)
+    job_metrics: JobMetrics = field(default_factory=JobMetrics)
 
     def connection(
         self, operation: str

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fastapi import Depends, FastAPI
+from prometheus_client import CollectorRegistry
 
-from awa_tui.http import admin, bulk, callbacks, errors, jobs, kinds
+from awa_tui.http import admin, bulk, callbacks, errors, health, jobs, kinds, metrics
 from awa_tui.http.auth import Access, authorized
 from awa_tui.http.bodies import ErrorOut
 from awa_tui.http.guard import GuardMiddleware
@@ -20,7 +21,8 @@ from storage import Client
 DESCRIPTION = """Awa-style Postgres queue storage with retained job output (ADR-048).
 
 Every `/api` call needs `Authorization: Bearer <AWA_API_TOKEN>` unless the server runs with
-`--no-auth`. Errors are `{"error": code, "message": text}`. Bodies are at most 64 KiB."""
+`--no-auth`, and so does `/metrics`; `/healthz` and `/readyz` need none. Errors are
+`{"error": code, "message": text}`. Bodies are at most 64 KiB."""
 
 
 def create_app(
@@ -63,6 +65,29 @@ def create_app(
         app.include_router(router, **api)  # type: ignore[arg-type]
     for router in (bulk.jobs, admin.queues, admin.dlq, bulk.groups, admin.schedules):
         app.include_router(router, **api)  # type: ignore[arg-type]
+    app.include_router(metrics.router, dependencies=[Depends(authorized)])
+    app.include_router(health.router)
+    errors.install(app)
+    app.add_middleware(GuardMiddleware)
+    return app
+
+
+def create_probe_app(client: Client, runtime_metrics: CollectorRegistry) -> FastAPI:
+    """``worker --metrics-port``: ``/metrics`` (the queue gauges and ``runtime_metrics``, the
+    worker's own), ``/healthz`` and ``/readyz``, without a token (the port is the worker's
+    own, on loopback unless ``--metrics-host`` says otherwise)."""
+    app = FastAPI(
+        title="awa-tui worker metrics",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        telemetry={"tracing": False, "operation_spans": False, "logs": False},
+    )
+    app.state.client = client
+    app.state.runtime_metrics = runtime_metrics
+    app.include_router(metrics.router)
+    app.include_router(health.router)
     errors.install(app)
     app.add_middleware(GuardMiddleware)
     return app

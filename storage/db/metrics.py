@@ -12,6 +12,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
+from storage.db.job_metrics import JobMetrics
 from storage.values.codec import utf8_size
 
 log = logging.getLogger("storage")
@@ -37,6 +38,8 @@ class OutputMetrics:
             "awa.job.output_dropped", description="Outputs recorded but not published"
         )
         self._clock = clock
+        self.prometheus: JobMetrics | None = None
+        """Set by ``Client.enable_prometheus``: the same events, also to Prometheus."""
         self._last_warned: dict[tuple[str, str], float] = {}
         self._recorded_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
         # Made before any SDK is installed, the instruments are the API's proxies: their calls
@@ -47,6 +50,8 @@ class OutputMetrics:
 
     def recorded(self, kind: str, queue: str, outcome: str, text: str) -> None:
         """An output published with its attempt: counted, and its UTF-8 size recorded."""
+        if self.prometheus is not None:
+            self.prometheus.output_recorded(queue, kind, outcome, utf8_size(text))
         proxy = self._proxy
         if proxy is not None and proxy._real_instrument is None:
             return  # no SDK behind the proxies yet: skip the per-job work they would ignore
@@ -59,6 +64,8 @@ class OutputMetrics:
         self._size.record(utf8_size(text), attributes)
 
     def dropped(self, kind: str, queue: str, reason: str) -> None:
+        if self.prometheus is not None:
+            self.prometheus.output_dropped(queue, kind, reason)
         self._dropped.add(
             1, {"awa.job.kind": kind, "awa.job.queue": queue, "awa.output.reason": reason}
         )

@@ -85,7 +85,8 @@ WITH lane AS (
     RETURNING claim_id
 )
 SELECT s.job_id, s.kind, s.args, s.attempt + 1 AS attempt, s.run_lease, s.max_attempts,
-       s.lane_seq, s.payload, s.unique_key, b.claim_id
+       s.lane_seq, s.payload, s.unique_key, b.claim_id,
+       GREATEST(0, extract(epoch FROM now() - s.run_at))::float8 AS waited
   FROM scanned s, batch b
  ORDER BY s.lane_seq
 """
@@ -114,6 +115,7 @@ class ClaimedJob(NamedTuple):
     payload: dict[str, Any] | None
     unique_key: str | None  # a keyed job completes on the general path
     claim_id: int
+    waited: float  # seconds from run_at to the claim (a float: no datetime built per row)
     queue: str
     priority: int
     claimed_at: datetime

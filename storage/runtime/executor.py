@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,6 +128,8 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     if host.events.wants(claimed.kind, "started"):
         host.events.emit(JobEvent("started", claimed.job_id, claimed.kind, claimed.queue))
     verdict: _Completed | _Failed | Snooze | WaitForCallback
+    timed = host.job_metrics.registry is not None  # off: no clock read, no call, per job
+    began = time.perf_counter() if timed else 0.0
     try:
         result = spec.handler(job)
         if type(result) is CoroutineType or inspect.isawaitable(result):
@@ -143,6 +146,8 @@ async def run_attempt(host: WorkerHost, claimed: ClaimedJob, tracker: Tracker) -
     else:
         verdict = _COMPLETED if result is None else _verdict(result)
     end = job.finish()
+    if timed:
+        host.job_metrics.ran(claimed.queue, claimed.kind, time.perf_counter() - began)
     if verdict is _COMPLETED and _compact_now(host, claimed, end):
         _submit_compact(host, claimed, end.output_text, tracker)
         return None
@@ -278,11 +283,23 @@ def _emit_ended(
     """Tell listeners what the attempt's committed end was (its output only on completion)."""
     if ended.outcome is not Outcome.WRITTEN or ended.state is None:
         return
+    if host.job_metrics.registry is not None:
+        _count_end(host, claimed, ended.state)
     name = _EVENT_OF_STATE.get(ended.state)
     if name is None or not host.events.wants(claimed.kind, name):
         return  # no listener: do not decode the output for nobody
     output = orjson.loads(output_text) if output_text is not None else None
     host.events.emit(JobEvent(name, claimed.job_id, claimed.kind, claimed.queue, output))
+
+
+def _count_end(host: WorkerHost, claimed: ClaimedJob, state: JobState) -> None:
+    """Completions and failures (``awa_job_completed``, ``awa_job_failed``): committed ends."""
+    if state is JobState.COMPLETED:
+        host.job_metrics.completed(claimed.queue, claimed.kind)
+    elif state is JobState.RETRYABLE:
+        host.job_metrics.failed(claimed.queue, claimed.kind, "retried")
+    elif state is JobState.FAILED:
+        host.job_metrics.failed(claimed.queue, claimed.kind, "exhausted")
 
 
 def _drop(host: WorkerHost, claimed: ClaimedJob, output: str | None, reason: str) -> None:

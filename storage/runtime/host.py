@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.insert.enqueue import NewJob
 from storage.ops.maintenance import MaintenanceSettings, PassReport
@@ -49,6 +50,9 @@ class WorkerHost(AttemptServices, Protocol):
     notices: NoticeListener
     events: EventBus
     metrics: OutputMetrics
+
+    @property
+    def job_metrics(self) -> JobMetrics: ...
 
     @property
     def tasks(self) -> Mapping[str, HandlerSpec]: ...

@@ -322,7 +322,11 @@ class Runtime:
         # Cleared before the claim: a wake-up that arrives while it runs is kept for the wait.
         self._wake.clear()
         async with pooled(self.host.pool) as conn:
+            began = time.perf_counter()
             jobs = await claim.claim_batch(conn, list(room), want, self.deadline_seconds, room)
+            took = time.perf_counter() - began
+        if jobs:
+            self.host.job_metrics.claimed(jobs[0].queue, jobs, took)
         lag, self._lag = self._lag, None
         self.limit = self.sizing.next_limit(self.limit, filled=len(jobs) == want, lag=lag)
         if jobs:
