@@ -152,9 +152,12 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
             self.query_one("#schema-view", JsonView).show_value(self.schema)
         self.query_one("#result-output", JsonView).display = False
         # The declaration complete_external checks against: the kind's model when this
-        # process registered it (the demo's console runs the workers), else the schema.
-        client = await self.awa.client()
+        # process registered it (the demo's console runs the workers), else the schema,
+        # which is what the first frame checks while the client is reached.
         published = self.descriptor.output if self.descriptor is not None else None
+        self.declared = DeclaredOutput(published)
+        self.revalidate()
+        client = await self.awa.client()
         self.declared = client.output_declaration(self.row.kind, published)
         self.revalidate()
 
