@@ -447,12 +447,14 @@ _QUOTES_INPUT = {"value_error", "assertion_error", "union_tag_invalid"}
 
 def _first_rule(errors: Sequence[ErrorDetails]) -> tuple[str | None, str | None]:
     """The first error's position and rule: pydantic's own message for its built-in checks
-    (made from the type, e.g. "Input should be a valid integer"), else the error type."""
+    (made from the type, e.g. "Input should be a valid integer"), else which validator
+    type refused it, since an author's message may quote the value."""
     if not errors:
         return None, None
     first = errors[0]
     kind = first["type"]
-    rule = first["msg"] if kind in _CORE_TYPES and kind not in _QUOTES_INPUT else kind
+    builtin = kind in _CORE_TYPES and kind not in _QUOTES_INPUT
+    rule = first["msg"] if builtin else f"refused by a validator ({kind})"
     return format_path(first["loc"]), rule
 
 

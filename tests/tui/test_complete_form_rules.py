@@ -161,11 +161,14 @@ async def test_a_typed_kind_is_checked_by_its_model_as_the_engine_checks_it(
         await pilot.press("ctrl+s")
         await settle(pilot)
         (toast,) = [n for n in app._notifications if n.title == "Not completed"]
-        assert toast.message == "output $.reference: value_error"
+        assert toast.message == "output $.reference: refused by a validator (value_error)"
         console = await app.client()
         with pytest.raises(OutputError) as engine:  # the engine says the same
             await console.complete_external(CALLBACK, output=json.loads(refused))
-        assert (engine.value.path, engine.value.rule) == ("$.reference", "value_error")
+        assert (engine.value.path, engine.value.rule) == (
+            "$.reference",
+            "refused by a validator (value_error)",
+        )
         # What the model accepts the form accepts, and shows what will be stored: the model's
         # dump ("4900" is an integer to it, where the schema alone would refuse a string).
         check = await replace_output(

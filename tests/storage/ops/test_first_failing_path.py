@@ -47,7 +47,7 @@ def test_the_model_names_the_first_failing_path_and_its_rule() -> None:
 
 def test_an_authored_validator_message_is_named_by_its_type_not_quoted() -> None:
     error = refusal({"ref": SECRET, "items": []}, DeclaredOutput(output_descriptor(Batch), Batch))
-    assert (error.path, error.rule) == ("$.ref", "value_error")
+    assert (error.path, error.rule) == ("$.ref", "refused by a validator (value_error)")
     assert SECRET not in str(error)
 
 
