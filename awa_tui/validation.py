@@ -1,11 +1,12 @@
-"""Live checks for the external-completion form: JSON, the output rules, the declared schema.
+"""Live checks for the external-completion form: JSON, the output rules, the kind's declaration.
 
-The same rules as the engine: the text is parsed as JSON (the standard library's parser, which
-keeps integers exact, so one beyond 64 bits is refused by the engine's rule rather than turned
-into a float), then ``encode_output``
-(size, NUL characters, ...) and the kind's published schema through ``storage.schema_violations``
-(every violated keyword with its JSON path). Messages name reasons, JSON positions and the
-schema's own values, never the value typed in.
+The engine's own check: the text is parsed as JSON (the standard library's parser, which keeps
+integers exact, so one beyond 64 bits is refused by the engine's rule rather than turned into a
+float), then handed to ``storage.external_output_text`` with the declaration
+``Client.output_declaration`` gives, the one ``complete_external`` uses: the kind's model when
+this process registered it (pydantic's validation, as the handler would), else the published
+schema. Messages name reasons, JSON positions and the schema's own values, never the value
+typed in.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 
 from awa_tui.errors import output_error_text
 from awa_tui.present import size_text
-from storage import MAX_OUTPUT_BYTES, OutputError, Violation, encode_output, schema_violations
+from storage import MAX_OUTPUT_BYTES, DeclaredOutput, OutputError, external_output_text
+
+NO_DECLARATION = DeclaredOutput(None)
 
 
 @dataclass(frozen=True)
@@ -27,15 +30,22 @@ class OutputCheck:
     value: Any  # the parsed value; None means "complete without an output"
     stored_text: str | None  # what would be stored (compact JSON)
     size: int | None
-    reason: str | None  # "not_json", an OutputError reason, or "schema"
+    reason: str | None  # "not_json" or an OutputError reason
     path: str | None  # the first offending position
     message: str
-    violations: tuple[Violation, ...] = ()  # every violated schema keyword, with its path
+    rule: str | None = None  # what failed at ``path``
+
+    @property
+    def refusal(self) -> str:
+        """One line for the operator who typed it: the first failing path and its rule."""
+        if self.path is not None and self.rule is not None:
+            return f"output {self.path}: {self.rule}"
+        return f"output {self.message}"
 
 
-def check_output(
-    source: str, schema: dict[str, Any] | None, type_name: str | None = None
-) -> OutputCheck:
+def check_output(source: str, declared: DeclaredOutput | None = None) -> OutputCheck:
+    """The verdict on ``source``; ``declared`` None: a kind that declares nothing."""
+    declared = declared or NO_DECLARATION
     if not source.strip():
         return OutputCheck(
             True, None, None, None, None, None, "No output: the job completes without one."
@@ -53,10 +63,17 @@ def check_output(
             f"not_json: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
         )
     try:
-        text = encode_output(value, expected_type=None)
+        text = external_output_text(value, declared)
     except OutputError as exc:
         return OutputCheck(
-            False, value, None, exc.size_bytes, exc.reason, exc.path, output_error_text(exc)
+            False,
+            value,
+            None,
+            exc.size_bytes,
+            exc.reason,
+            exc.path,
+            output_error_text(exc),
+            exc.rule,
         )
     if text is None:
         return OutputCheck(
@@ -64,18 +81,13 @@ def check_output(
         )
     size = len(text.encode())
     limit = f"{size_text(size)} of {size_text(MAX_OUTPUT_BYTES)}"
-    label = type_name or "declared"
-    if schema is not None:
-        violations = tuple(schema_violations(value, schema))
-        if violations:
-            listed = "; ".join(map(str, violations))
-            message = f"schema at {listed} (does not fit the {label} schema; {limit})"
-            path = violations[0].path
-            return OutputCheck(False, value, text, size, "schema", path, message, violations)
-        return OutputCheck(
-            True, value, text, size, None, None, f"{limit} · fits the {label} schema"
-        )
-    message = f"{limit} · no schema declared for this kind"
+    label = declared.type_name or "declared"
+    if declared.model is not None:
+        message = f"{limit} · valid as {label} (its model, as the handler checks it)"
+    elif declared.schema is not None:
+        message = f"{limit} · fits the {label} schema"
+    else:
+        message = f"{limit} · no schema declared for this kind"
     return OutputCheck(True, value, text, size, None, None, message)
 
 

@@ -5,7 +5,9 @@ from here (an import-linter contract in pyproject.toml holds it to that). Beside
 its models and errors, a few helpers are public on purpose: ``check_schema_name`` so a caller
 can refuse a schema name before it connects, ``redact_dsn``/``redact_secrets`` so a caller
 can show a connection string or an error without its password, ``encode_output`` and
-``schema_violations`` so a caller can check a value the way storage will before sending it.
+``schema_violations`` so a caller can check a value the way storage will before sending it,
+and ``external_output_text`` (with ``Client.output_declaration``) so a form checks an output
+sent from outside exactly as ``complete_external`` will.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from storage.db.migrator import migrate
 from storage.insert.periodic import PeriodicSchedule
 from storage.insert.plan import kind_of
 from storage.ops.callbacks import ExternalCompletion
+from storage.ops.declared_output import DeclaredOutput, external_output_text
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.failure_groups import FailureGroupMembers
 from storage.read.listing_filter import FilterFields, ListFilter, SortColumn, SortKey, SortOrder
@@ -85,6 +88,7 @@ __all__ = [
     "ConfigError",
     "ConnectionFailed",
     "DatabaseError",
+    "DeclaredOutput",
     "DlqInfo",
     "EventName",
     "ExternalCompletion",
@@ -140,6 +144,7 @@ __all__ = [
     "WaitForCallback",
     "check_schema_name",
     "encode_output",
+    "external_output_text",
     "kind_of",
     "migrate",
     "redact_dsn",

@@ -21,7 +21,7 @@ from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
 from storage.insert.enqueue import NewJob
 from storage.operations import Operations
-from storage.ops.declared_output import declared_output
+from storage.ops.declared_output import DeclaredOutput, declaration, declared_output
 from storage.read import one_job
 from storage.runtime.batcher import CompletionBatcher
 from storage.runtime.notices import NoticeListener
@@ -208,6 +208,12 @@ class Client:
 
     def _local_output_model(self, kind: str) -> type | None:
         return self.registry.output_model(kind)
+
+    def output_declaration(self, kind: str, published: dict[str, Any] | None) -> DeclaredOutput:
+        """What ``complete_external`` checks an output of ``kind`` against, from the descriptor's
+        ``output`` the caller read: this client's model when it is the declared type, else the
+        schema (``storage.ops.declared_output``). Check a value with ``external_output_text``."""
+        return declaration(published, self._local_output_model(kind))
 
     def task_spec(self, kind: str) -> TaskSpec | None:
         return self.registry.spec(kind)

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static, TextArea
@@ -22,11 +22,14 @@ from awa_tui.errors import describe
 from awa_tui.present import state_text
 from awa_tui.resilience import Guarded
 from awa_tui.screens.confirm import ConfirmModal
-from awa_tui.validation import OutputCheck, check_output, check_payload
+from awa_tui.skeleton import skeleton_text
+from awa_tui.validation import NO_DECLARATION, OutputCheck, check_output, check_payload
+from awa_tui.widgets.field_list import FieldList
 from awa_tui.widgets.json_view import JsonView
 from storage import (
     AwaError,
     CallbackNotFound,
+    DeclaredOutput,
     JobKindDescriptor,
     JobRow,
     JobState,
@@ -55,14 +58,22 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "submit", "Complete", id="complete.submit", priority=True),
         Binding("ctrl+o", "edit_external", "$EDITOR", id="complete.editor", priority=True),
+        # TextArea keeps its own keys (ctrl+a is line start there); f7 is its select-all,
+        # shown here, and ctrl+l, which it does not bind, clears (ctrl+z undoes it).
+        Binding("f7", "select_all", "Select all", id="complete.select_all", priority=True),
+        Binding("ctrl+l", "clear", "Clear", id="complete.clear", priority=True),
         Binding("escape", "close", "Close", id="complete.close"),
     ]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 (Textual's type)
+    """Below 100 columns the field list narrows beside the editor (``app.tcss``)."""
 
     def __init__(self, row: JobRow, descriptor: JobKindDescriptor | None) -> None:
         super().__init__(classes="dialog-screen")
         self.row = row
         self.descriptor = descriptor
-        self.check: OutputCheck = check_output("", None)
+        self.declared: DeclaredOutput = NO_DECLARATION
+        self.skeleton = skeleton_text(self.schema)
+        self.check: OutputCheck = check_output("")
         self.result: JobRow | None = None
         self.completed = False
 
@@ -90,21 +101,24 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
             )
             yield Label("Callback id", classes="field-label")
             yield Input(callback_id, id="callback-id")
-            yield Label(
-                f"Output (JSON, stored as the job's output) · {declared}"
-                + (" · schema below" if self.schema else ""),
-                classes="field-label editing",
-            )
-            yield TextArea(
-                "", id="output-editor", soft_wrap=True, show_line_numbers=True, classes="editing"
-            )
-            yield Static("", id="output-check", classes="editing")
-            yield Label(
-                "Payload (optional JSON, handed to complete_external, never stored)",
-                classes="field-label editing",
-            )
-            yield TextArea("", id="payload-editor", soft_wrap=True, classes="editing")
-            yield Static("", id="payload-check", classes="editing")
+            with Horizontal(id="output-row", classes="editing"):
+                with Vertical(id="output-column"):
+                    yield Label(
+                        f"Output (JSON, stored as the job's output) · {declared}",
+                        classes="field-label",
+                    )
+                    yield TextArea(
+                        self.skeleton, id="output-editor", soft_wrap=True, show_line_numbers=True
+                    )
+                    yield Static("", id="output-check")
+                    yield Label(
+                        "Payload (optional JSON, passed on, never stored)",
+                        classes="field-label",
+                    )
+                    yield TextArea("", id="payload-editor", soft_wrap=True)
+                    yield Static("", id="payload-check")
+                if self.schema is not None:
+                    yield FieldList(self.schema, declared, id="field-list")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(
                     "Complete… (ctrl+s)", id="submit", variant="success", classes="editing"
@@ -114,7 +128,7 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
             yield Static("", id="result")
             yield JsonView(id="result-output")
             if self.schema is not None:
-                yield Label(f"Declared schema ({declared})", classes="field-label")
+                yield Label(f"Declared schema, as published ({declared})", classes="field-label")
                 yield JsonView(id="schema-view")
         yield Footer(compact=True, show_command_palette=False)
 
@@ -127,14 +141,43 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action in ("submit", "edit_external") and self.completed)
+        editing = ("submit", "edit_external", "select_all", "clear")
+        return not (action in editing and self.completed)
 
-    def on_mount(self) -> None:
-        self.query_one("#output-editor", TextArea).focus()
+    async def on_mount(self) -> None:
+        editor = self.query_one("#output-editor", TextArea)
+        editor.focus()
+        editor.select_all()  # the skeleton: a paste replaces it, an arrow key keeps it to edit
         if self.schema is not None:
             self.query_one("#schema-view", JsonView).show_value(self.schema)
         self.query_one("#result-output", JsonView).display = False
+        # The declaration complete_external checks against: the kind's model when this
+        # process registered it (the demo's console runs the workers), else the schema,
+        # which is what the first frame checks while the client is reached.
+        published = self.descriptor.output if self.descriptor is not None else None
+        self.declared = DeclaredOutput(published)
         self.revalidate()
+        client = await self.awa.client()
+        self.declared = client.output_declaration(self.row.kind, published)
+        self.revalidate()
+
+    # -- select all, clear ---------------------------------------------------------------------
+    def editing_area(self) -> TextArea:
+        """The focused editor, else the output editor."""
+        focused = self.focused
+        if isinstance(focused, TextArea):
+            return focused
+        return self.query_one("#output-editor", TextArea)
+
+    def action_select_all(self) -> None:
+        area = self.editing_area()
+        area.focus()
+        area.select_all()
+
+    def action_clear(self) -> None:
+        area = self.editing_area()
+        area.focus()
+        area.clear()
 
     # -- live validation ----------------------------------------------------------------------
     @on(TextArea.Changed)
@@ -143,7 +186,7 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
 
     def revalidate(self) -> None:
         source = self.query_one("#output-editor", TextArea).text
-        self.check = check_output(source, self.schema, self.type_name)
+        self.check = check_output(source, self.declared)
         mark, style = ("✓ ", "green") if self.check.ok else ("✗ ", "bold red")
         self.query_one("#output-check", Static).update(Text(mark + self.check.message, style=style))
         payload = check_payload(self.query_one("#payload-editor", TextArea).text)
@@ -170,9 +213,8 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
         check = self.check
         payload = check_payload(self.query_one("#payload-editor", TextArea).text)
         if not check.ok or not payload.ok:
-            self.notify(
-                "Fix the output or payload first.", title="Not completed", severity="warning"
-            )
+            why = check.refusal if not check.ok else payload.message
+            self.notify(why, title="Not completed", severity="warning")
             return
         callback_id = self.query_one("#callback-id", Input).value.strip()
         if not callback_id:
@@ -328,10 +370,9 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
 
     def action_close(self) -> None:
         """Esc with typed text asks first: an on-call engineer may have pasted a long output."""
-        typed = any(
-            self.query_one(f"#{name}", TextArea).text.strip()
-            for name in ("output-editor", "payload-editor")
-        )
+        output = self.query_one("#output-editor", TextArea).text
+        payload = self.query_one("#payload-editor", TextArea).text
+        typed = output.strip() not in ("", self.skeleton.strip()) or bool(payload.strip())
         if self.completed or not typed:
             self.dismiss(self.result)
             return

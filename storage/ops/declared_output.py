@@ -90,7 +90,10 @@ def external_output_text(value: object, declared: DeclaredOutput) -> str | None:
                 value = decode_value(value, model)
             except JsonDecodeMismatch as exc:
                 raise OutputError(
-                    "wrong_type", f"output does not fit {exc.target_name}: {exc.detail}"
+                    "wrong_type",
+                    f"output does not fit {exc.target_name}: {exc.detail}",
+                    path=exc.path,
+                    rule=exc.rule,
                 ) from None
         return encode_output(value, expected_type=model)
     text = encode_output(value)
@@ -106,5 +109,6 @@ def external_output_text(value: object, declared: DeclaredOutput) -> str | None:
             f"output does not fit the declared {declared.type_name or 'output'} schema: {shown}"
             + (f" and {more} more" if more > 0 else ""),
             path=violations[0].path,
+            rule=violations[0].message,
         )
     return text

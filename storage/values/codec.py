@@ -13,10 +13,12 @@ import dataclasses
 import json
 from collections.abc import Collection, Iterable, Sequence
 from math import isfinite
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_args
 
 import orjson
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+from pydantic_core.core_schema import ErrorType
 
 T = TypeVar("T")
 
@@ -39,9 +41,13 @@ class JsonConversionError(ValueError):
 class JsonDecodeMismatch(ValueError):
     """A decoded JSON value does not fit the requested type."""
 
-    def __init__(self, target_name: str, detail: str) -> None:
+    def __init__(
+        self, target_name: str, detail: str, path: str | None = None, rule: str | None = None
+    ) -> None:
         self.target_name = target_name
         self.detail = detail
+        self.path = path  # the first failing position and its rule, when the type names them
+        self.rule = rule
         super().__init__(f"value does not fit {target_name}: {detail}")
 
 
@@ -404,7 +410,8 @@ def decode_value(value: object, target: type[T]) -> T:
             places = ", ".join(_loc_text(e["loc"], e["type"]) for e in errors[:_SHOWN_ERRORS])
             if len(errors) > _SHOWN_ERRORS:
                 places += f" and {len(errors) - _SHOWN_ERRORS} more"
-            raise JsonDecodeMismatch(type_name(target), places) from None
+            path, rule = _first_rule(errors)
+            raise JsonDecodeMismatch(type_name(target), places, path, rule) from None
     if isinstance(target, type) and hasattr(target, "__dataclass_fields__"):
         if not isinstance(value, dict):
             detail = f"it is built from a JSON object; got {_kind(value)}"
@@ -431,6 +438,24 @@ def _kind(value: object) -> str:
 
 def _loc_text(loc: tuple[int | str, ...], error_type: str) -> str:
     return f"{format_path(loc)} ({error_type})"
+
+
+_CORE_TYPES = frozenset(get_args(ErrorType))
+_QUOTES_INPUT = {"value_error", "assertion_error", "union_tag_invalid"}
+"""Error types whose message a validator's author wrote, or that quotes part of the input."""
+
+
+def _first_rule(errors: Sequence[ErrorDetails]) -> tuple[str | None, str | None]:
+    """The first error's position and rule: pydantic's own message for its built-in checks
+    (made from the type, e.g. "Input should be a valid integer"), else which validator
+    type refused it, since an author's message may quote the value."""
+    if not errors:
+        return None, None
+    first = errors[0]
+    kind = first["type"]
+    builtin = kind in _CORE_TYPES and kind not in _QUOTES_INPUT
+    rule = first["msg"] if builtin else f"refused by a validator ({kind})"
+    return format_path(first["loc"]), rule
 
 
 __all__ = [

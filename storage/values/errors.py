@@ -46,11 +46,13 @@ class OutputError(TerminalError):
         size_bytes: int | None = None,
         limit_bytes: int | None = None,
         path: str | None = None,
+        rule: str | None = None,
     ) -> None:
         self.reason: OutputErrorReason = reason
         self.size_bytes = size_bytes
         self.limit_bytes = limit_bytes
         self.path = path
+        self.rule = rule  # what failed at ``path``, in the schema's or the type's words
         super().__init__(message)
 
 

@@ -79,7 +79,7 @@ async def test_refuse_invalid_output_then_complete_waiting_job(
         )
         await settle(pilot)
         check = text_of(form.query_one("#output-check", Static))
-        assert "schema at $.status" in check
+        assert "schema: $.status: is not one of" in check
         assert "allowed values" in check
         assert form.query_one("#submit").disabled
 

@@ -45,8 +45,8 @@ async def test_live_validation_names_reason_path_and_size(
     async with app.run_test(size=SIZE) as pilot:
         form = await open_form(pilot, app)
         assert form.query_one("#callback-id", Input).value == CALLBACK
-        assert "No output: the job completes without one." in text_of(
-            form.query_one("#output-check")
+        assert text_of(form.query_one("#output-check")).startswith(  # the schema's skeleton
+            "✓ 49 B of 4,096 B · fits the PaymentResult schema"
         )
         check = await type_output(pilot, form, '{"status": "paid",,}')
         assert check == (
@@ -62,8 +62,11 @@ async def test_live_validation_names_reason_path_and_size(
         assert check == "✗ too_large: output is 5002 bytes of JSON text; the limit is 4096"
         assert form.check.size == 5002
         check = await type_output(pilot, form, '{"status": "paid", "reference": "r"}')
-        assert check.startswith("✗ schema at $.amount_cents: is required but missing")
-        assert "of 4,096 B" in check
+        assert check == (
+            "✗ wrong_type: output does not fit the declared PaymentResult schema: "
+            "$.amount_cents: is required but missing"
+        )
+        assert form.check.refusal == "output $.amount_cents: is required but missing"
         assert form.query_one("#submit").disabled
         check = await type_output(pilot, form, VALID)
         assert check == "✓ 57 B of 4,096 B · fits the PaymentResult schema"
@@ -103,6 +106,7 @@ async def test_not_found_for_an_unknown_callback_id(
     async with app.run_test(size=SIZE) as pilot:
         form = await open_form(pilot, app)
         form.query_one("#callback-id", Input).value = "no-such-callback"
+        await pilot.press("ctrl+l")  # clear the skeleton: complete without an output
         await pilot.press("ctrl+s")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmModal)
@@ -188,7 +192,7 @@ async def test_esc_with_typed_output_asks_before_discarding(
         assert row.state is JobState.WAITING_EXTERNAL  # nothing was written
 
 
-async def test_esc_on_an_empty_form_closes_at_once(
+async def test_esc_on_an_untouched_form_closes_at_once(
     migrated_dsn: str, schema: str, incident: Incident
 ) -> None:
     app = build_app(migrated_dsn, schema, initial_job=incident.waiting)

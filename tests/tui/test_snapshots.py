@@ -59,8 +59,9 @@ def test_complete_form_validation_error(
     snap_compare: SnapCompare, migrated_dsn: str, schema: str
 ) -> None:
     """The completion form for waiting job 7, callback id prefilled, with an output whose
-    "status" is not one of the PaymentResult schema's values: a red line naming the reason,
-    the JSON path $.status and the size against 4,096 B; Complete is disabled."""
+    "status" is not one of the PaymentResult schema's values: a red line naming the reason
+    and the JSON path $.status, the engine's words; Complete is disabled. The pasted output
+    replaced the skeleton; the field list stays beside the editor."""
     check(snap_compare, migrated_dsn, schema, SCREENS["complete-invalid"])
 
 
@@ -68,6 +69,29 @@ def test_complete_form_success(snap_compare: SnapCompare, migrated_dsn: str, sch
     """The same form after a confirmed completion: "Completed: job 7 is completed", the row
     now completed, and the stored output text."""
     check(snap_compare, migrated_dsn, schema, SCREENS["complete-done"])
+
+
+COMPLETE_OPEN = Screen("complete-open", app_options=(("initial_job", 7),), keys=("C",))
+
+
+def test_complete_form_opens_with_its_rules(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """At 120x40 the form for waiting job 7 opens with the PaymentResult skeleton selected in
+    the editor ("status": "paid", "reference": "", "amount_cents": 0), a green check, and
+    beside it "Fields of PaymentResult": status string required, one of "paid", "refused";
+    reference and amount_cents required. The footer offers f7 Select all and ctrl+l Clear."""
+    app = prepare(migrated_dsn, schema, COMPLETE_OPEN)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=COMPLETE_OPEN.run_before)
+
+
+def test_complete_form_at_80_columns(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """The same form at 80x24: the field list narrows to 26 columns beside the editor and
+    still names every field; the form scrolls below the payload."""
+    app = prepare(migrated_dsn, schema, COMPLETE_OPEN)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=COMPLETE_OPEN.run_before)
 
 
 def test_kinds(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
