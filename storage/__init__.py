@@ -63,6 +63,7 @@ from storage.values.models import (
     JobState,
     KindSummary,
     QueueSummary,
+    SchemaSummary,
     StateCounts,
 )
 from storage.values.names import check_schema_name
@@ -120,6 +121,7 @@ __all__ = [
     "RetryAfter",
     "RuntimeFailed",
     "SchemaNotMigrated",
+    "SchemaSummary",
     "Snooze",
     "SortColumn",
     "SortKey",
