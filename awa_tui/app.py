@@ -50,6 +50,7 @@ from awa_tui.screens.jobs import JobsScreen
 from awa_tui.screens.kinds import KindsScreen
 from awa_tui.screens.queues import QueuesScreen
 from awa_tui.screens.schedules import SchedulesScreen
+from awa_tui.screens.schema_picker import SchemaPickerModal
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
 from awa_tui.watchers import sweep
@@ -107,6 +108,7 @@ class AwaApp(Guarded, App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="app.help"),
         *(screen.JUMP.binding() for screen in JUMPS if screen.JUMP is not None),
+        Binding("Z", "pick_schema", "Schema…", show=False, id="app.schema"),
         Binding("q", "quit", "Quit", show=False, id="app.quit"),
     ]
 
@@ -137,7 +139,8 @@ class AwaApp(Guarded, App[int]):
         self.fatal_message: str | None = None
         if settings.read_only:
             self.set_reactive(AwaApp.read_only_reason, SESSION_READ_ONLY)
-        self._label = settings.dsn_label or f"{redact_dsn(settings.dsn)} · schema {settings.schema}"
+        self.schema = settings.schema
+        """The queue-storage schema shown now (the picker, ``Z``, changes it)."""
         self._last_read = 0.0  # monotonic time of the last successful read
         self._runtime_state = "stopped"  # the client's runtime health, to notify its changes
         self._loop_handler: LoopHandler | None = None
@@ -150,6 +153,15 @@ class AwaApp(Guarded, App[int]):
         """Keys waiting for a screen just opened to focus (``on_event``): how often."""
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
+
+    @property
+    def _label(self) -> str:
+        """Where the console reads: the server and the schema shown (a pinned ``dsn_label``
+        names both, for the schema the console started on)."""
+        settings = self.settings
+        if settings.dsn_label and self.schema == settings.schema:
+            return settings.dsn_label
+        return f"{redact_dsn(settings.dsn)} · schema {self.schema}"
 
     # -- time and the client ------------------------------------------------------------------
     def now(self) -> datetime:
@@ -200,20 +212,23 @@ class AwaApp(Guarded, App[int]):
 
     @work(exclusive=True, exit_on_error=False, group="connect")
     async def connect(self) -> None:
-        settings = self.settings
         try:
-            if self._client_factory is not None:
-                client = await self._client_factory()
-            else:
-                client = await Client.connect(
-                    settings.dsn, settings.schema, read_only=settings.read_only
-                )
+            client = await self._open_client(self.schema)
         except (AwaError, OSError) as exc:
             self.fatal_message = describe(exc).text
             self.exit(return_code=exit_code(exc))
             return
+        await self._use_client(client)
+
+    async def _open_client(self, schema: str) -> Client:
+        settings = self.settings
+        if self._client_factory is not None and schema == settings.schema:
+            return await self._client_factory()
+        return await Client.connect(settings.dsn, schema, read_only=settings.read_only)
+
+    async def _use_client(self, client: Client) -> None:
         self._client = client
-        reason = SESSION_READ_ONLY if settings.read_only else None
+        reason = SESSION_READ_ONLY if self.settings.read_only else None
         if reason is None and await client.database_read_only():
             reason = DATABASE_READ_ONLY
         self._last_read = time.monotonic()
@@ -222,6 +237,40 @@ class AwaApp(Guarded, App[int]):
         self._client_ready.set()
         for screen in self.screen_stack:
             screen.post_message(ClientConnected(reason))
+
+    def action_pick_schema(self) -> None:
+        if isinstance(self.screen, SchemaPickerModal):
+            return
+
+        def chosen(name: str | None) -> None:
+            if name is not None and name != self.schema:
+                self.switch_schema(name)
+
+        self.push_screen(SchemaPickerModal(self.schema, self.settings.schemas), chosen)
+
+    @work(exclusive=True, exit_on_error=False, group="connect")
+    async def switch_schema(self, name: str) -> None:
+        """Show ``name``: a client on it first (a refusal keeps the schema shown now), then
+        the old one closed within ``QUIT_BOUND`` and every screen started over on the new."""
+        try:
+            client = await self._open_client(name)
+        except (AwaError, OSError) as exc:
+            self.notify(describe(exc).text, title=f"Schema {name}", severity="error")
+            return
+        self._client_ready.clear()
+        old, self._client = self._client, None
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
+        if old is not None:
+            try:
+                await asyncio.wait_for(old.close(), QUIT_BOUND)
+            except TimeoutError:
+                old.pool.terminate()
+        self.schema = name
+        self.sub_title = f"{self.connection.header()} · {self._label}"
+        await self.push_screen(JobsScreen(JobQuery()))
+        await self._use_client(client)
+        self.notify(f"Showing schema {name}.", title="Schema")
 
     async def load_descriptors(self, client: Client) -> None:
         kinds = await client.list_kinds()
@@ -511,6 +560,7 @@ def make_app(
     dsn: str | None,
     schema: str = "awa",
     *,
+    schemas: tuple[str, ...] = (),
     read_only: bool = False,
     refresh: float = 2.0,
     initial_job: int | None = None,
@@ -527,6 +577,7 @@ def make_app(
     settings = AppSettings(
         dsn=dsn,
         schema=schema,
+        schemas=schemas,
         read_only=read_only,
         refresh=refresh,
         initial_job=initial_job,

@@ -77,7 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dsn", help="PostgreSQL DSN (default: $AWA_DSN, $DATABASE_URL, libpq env)"
     )
-    parser.add_argument("--schema", default="awa", help="queue-storage schema (default: awa)")
+    parser.add_argument(
+        "--schema",
+        default="awa",
+        help="queue-storage schema (default: awa); several as a,b (the first is shown, Z picks "
+        "another) or * (every installed one, awa first)",
+    )
     parser.add_argument(
         "--read-only", action="store_true", help="open a read-only database session"
     )
@@ -135,7 +140,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "serve":
         return fail("Put serve first: awa-tui serve [--dsn ...] [--port ...] ...", EXIT_USAGE)
     try:
-        check_schema_name(args.schema)
+        args.schema, args.schemas = schemas_named(args.schema)
     except ConfigError as exc:
         return fail(exc.message, EXIT_USAGE)
     if args.demo:
@@ -158,6 +163,19 @@ def _main(argv: Sequence[str] | None) -> int:
     except (AwaError, OSError) as exc:
         return fail(describe(exc).text, exit_code(exc), dsn)
     return run_console(args, dsn)
+
+
+def schemas_named(text: str) -> tuple[str, tuple[str, ...]]:
+    """``--schema``: the schema shown first and the ones the picker offers (none: all).
+    ``a,b`` shows a and offers a and b; ``*`` shows awa and offers every installed one."""
+    if text.strip() == "*":
+        return "awa", ()
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise ConfigError("--schema needs a schema name, several as a,b, or *.")
+    for name in names:
+        check_schema_name(name)
+    return names[0], names if len(names) > 1 else ()
 
 
 def run_worker(argv: Sequence[str]) -> int:
@@ -185,6 +203,7 @@ def run_console(args: argparse.Namespace, dsn: str | None) -> int:
     app = make_app(
         dsn,
         args.schema,
+        schemas=args.schemas,
         read_only=args.read_only,
         refresh=args.refresh,
         initial_job=args.job,

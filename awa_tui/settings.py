@@ -10,6 +10,9 @@ from pathlib import Path
 class AppSettings:
     dsn: str | None
     schema: str = "awa"
+    """The queue-storage schema shown first."""
+    schemas: tuple[str, ...] = ()
+    """The schemas the picker (``Z``) offers; empty: every installed one."""
     read_only: bool = False
     refresh: float = 2.0
     """Seconds between live refreshes of the browser; 0 starts with live refresh paused."""

@@ -67,6 +67,7 @@ from storage.values.models import (
     JobState,
     KindSummary,
     QueueSummary,
+    SchemaSummary,
     StateCounts,
 )
 from storage.values.names import check_schema_name
@@ -126,6 +127,7 @@ __all__ = [
     "RuntimeFailed",
     "ScheduleNotFound",
     "SchemaNotMigrated",
+    "SchemaSummary",
     "Snooze",
     "SortColumn",
     "SortKey",

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
@@ -15,7 +15,16 @@ from storage.insert.plan import kind_of
 from storage.ops import admin, maintenance
 from storage.ops.maintenance import MaintenanceSettings, PassReport
 from storage.ops.rescue import emit_rescued
-from storage.read import counting, descriptors, failure_groups, listing, one_job, queues, timeline
+from storage.read import (
+    counting,
+    descriptors,
+    failure_groups,
+    listing,
+    one_job,
+    queues,
+    schemas,
+    timeline,
+)
 from storage.read.failure_groups import FailureGroupMembers
 from storage.read.listing_filter import FilterFields, ListFilter, SortKey, SortOrder, check_text
 from storage.runtime.host import HandlerSpec
@@ -36,6 +45,7 @@ from storage.values.models import (
     JobRow,
     KindSummary,
     QueueSummary,
+    SchemaSummary,
     StateCounts,
 )
 from storage.values.names import check_stored_name
@@ -191,6 +201,15 @@ class Operations:
         """Let runtimes claim from ``queue`` again; idle ones serving it are woken at once."""
         async with self._session.connection("resume_queue") as conn:
             await enqueue.resume_queue(conn, check_stored_name(queue, "Queue"))
+
+    async def list_schemas(self, only: Sequence[str] | None = None) -> list[SchemaSummary]:
+        """The installed queue-storage schemas (those in ``only``, when given), each with its
+        tab counts, read in one snapshot: what the console's schema picker lists."""
+        async with self._session.connection("list_schemas") as conn, snapshot(conn):
+            names = await schemas.installed(conn)
+            if only is not None:
+                names = [name for name in names if name in only]
+            return await schemas.summaries(conn, names, cap=self.count_cap)
 
     async def list_queues(self) -> list[QueueSummary]:
         """One summary per queue, read in one snapshot; bounded whatever the history."""

@@ -255,6 +255,15 @@ class DlqEntry(BaseModel):
     dlq_at: datetime
 
 
+class SchemaSummary(BaseModel):
+    """One installed queue-storage schema and its jobs per state (``Client.list_schemas``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    counts: StateCounts
+
+
 class QueueSummary(BaseModel):
     """One queue as the on-call view shows it (``Client.list_queues``).
 
