@@ -88,10 +88,12 @@ QUIT_BOUND = 0.6  # seconds the quit waits for the client to close before termin
 CANCELLED_READ_NOTE = "Resetting connection with an active transaction"
 QUIET_AFTER_QUIT = 2.0  # seconds asyncpg's notes about the quit's cancelled reads stay hidden
 CLOCK_INTERVAL = 1.0  # seconds between ticks of the app's clock (relative times are in seconds)
-SILENCE_FLOOR = 3.0
+SILENCE_FLOOR = 8.0
 """Seconds without an answer before the connection is marked lost, whatever the refresh: at
 ``--refresh 0.2`` two intervals were 0.4 s, so one slow read on a busy host (or reads paused
-under a modal) flashed "connection lost" and then "back" while nothing was wrong."""
+under a modal) flashed "connection lost" and then "back" while nothing was wrong. 3 s was
+still short: at load 11-15 a probe took over a second and a paused console (a probe every 2
+s, lost at 4) flashed it too, into the form's snapshots. A hung server is said within 8 s."""
 
 SESSION_READ_ONLY = "Read-only session (--read-only): the database session refuses writes."
 DATABASE_READ_ONLY = (

