@@ -117,9 +117,16 @@ def on_tab(app: AwaApp, clock: FrameClock, tab: str) -> Callable[[], bool]:
 
 
 async def back_to_jobs(app: AwaApp, clock: FrameClock) -> None:
+    """One esc at a time, each waited for: esc posted every 50 ms piled up on a loaded host,
+    and the ones left over closed the next screen the moment it opened (the 60-minute run
+    ended at 40 minutes on "key 'G': the result never showed")."""
     while not isinstance(app.screen, JobsScreen):
+        left = app.screen
         clock.post("escape")
-        await asyncio.sleep(0.05)
+        for _ in range(200):  # up to 10 s for the esc to be handled
+            if app.screen is not left:
+                break
+            await asyncio.sleep(0.05)
 
 
 async def measure_keys(app: AwaApp, clock: FrameClock) -> dict[str, float]:
