@@ -11,6 +11,7 @@ import datetime as dt
 import gc
 import os
 import platform
+import pwd
 import re
 import shlex
 import statistics
@@ -59,6 +60,34 @@ async def embedded_or_dsn(
         yield await asyncio.to_thread(server.start)
     finally:
         server.stop()
+
+
+async def ensure_max_connections(dsn: str, wanted: int, log: Callable[[str], None]) -> None:
+    """Raise the server's ``max_connections`` to ``wanted`` (``ALTER SYSTEM``, then ``pg_ctl
+    restart`` of its data directory, which keeps its socket options): only a server whose data
+    directory is on this machine, such as the embedded one; another is refused in one line."""
+    conn: Connection = await asyncpg.connect(dsn)
+    try:
+        have = int(await conn.fetchval("SHOW max_connections"))
+        if have >= wanted:
+            return
+        data = Path(str(await conn.fetchval("SHOW data_directory")))
+        if not await asyncio.to_thread((data / "postmaster.pid").exists):
+            raise SystemExit(f"the server allows {have} connections; this case needs {wanted}")
+        await conn.execute(f"ALTER SYSTEM SET max_connections = {int(wanted)}")
+    finally:
+        await conn.close()
+    log(f"restarting the server with max_connections = {wanted}")
+    await asyncio.to_thread(_restart_local, data)
+
+
+def _restart_local(data: Path) -> None:
+    """``pg_ctl restart`` by the embedded server's own binaries, as the data directory's owner."""
+    from pgserver import _commands
+
+    user = pwd.getpwuid(data.stat().st_uid).pw_name
+    pg_ctl: Any = vars(_commands)["pg_ctl"]  # made when pgserver is imported
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=user, timeout=60)
 
 
 async def wal_lsn(conn: Connection) -> str:
