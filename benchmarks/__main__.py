@@ -30,6 +30,7 @@ CASES = (
     "http_completions",
     "wakeup",
     "idle_fleet",
+    "processes",
     "peers",
 )
 QUICK = [case for case in CASES if case not in ("peers", "console_soak")]

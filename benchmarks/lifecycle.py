@@ -143,7 +143,7 @@ async def run_once(
             if case.processes:
                 argv = ["--processes", str(case.processes)]
                 argv += ["--concurrency", str(workers)] if workers else []
-                run_s, tree_cpu = await _in_processes(client, conn, dsn, argv, schema, jobs)
+                run_s, tree_cpu = await in_processes(client, conn, dsn, argv, schema, jobs)
             else:
                 await client.run_until_idle(
                     concurrency=workers or None, maintenance_interval=None, **tuned
@@ -172,7 +172,7 @@ async def run_once(
         return Run(case.key, workers, round_no, jobs, *timing, run_cpu, run_server_cpu)
 
 
-async def _in_processes(
+async def in_processes(
     client: Any, conn: h.Connection, dsn: str, argv: list[str], schema: str, jobs: int
 ) -> tuple[float, float]:
     """The run phase by the worker command (started while the queue is paused), timed from its
