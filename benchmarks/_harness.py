@@ -151,15 +151,26 @@ class ServerCpu:
         return None if fields is None else cls(int(fields[1]))
 
     def seconds(self) -> float:
+        """The tree's CPU seconds. A child reaped while /proc is scanned would be in neither
+        the scan nor the parent's cutime read before it, so the parent is read again after
+        the scan and the scan repeated until no child was reaped meanwhile."""
+        own = self._own()
+        while True:
+            ticks = 0
+            for entry in os.scandir("/proc"):
+                child = _proc_stat(int(entry.name)) if entry.name.isdigit() else None
+                if child is not None and int(child[1]) == self.postmaster:
+                    ticks += int(child[11]) + int(child[12])
+            before, own = own, self._own()
+            if own == before:
+                return (sum(own) + ticks) / os.sysconf("SC_CLK_TCK")
+
+    def _own(self) -> tuple[int, ...]:
+        """The parent's utime, stime, cutime and cstime (its reaped children's), in ticks."""
         own = _proc_stat(self.postmaster)
         if own is None:
             raise RuntimeError("the postmaster is gone")
-        ticks = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
-        for entry in os.scandir("/proc"):
-            child = _proc_stat(int(entry.name)) if entry.name.isdigit() else None
-            if child is not None and int(child[1]) == self.postmaster:
-                ticks += int(child[11]) + int(child[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return tuple(int(v) for v in own[11:15])
 
 
 class GcClock:

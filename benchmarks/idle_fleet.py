@@ -6,10 +6,11 @@ second) with nothing to do. Measured over a window after a warm-up: the CPU of e
 process (/proc) as a percentage of one core, this process's CPU likewise, claim queries per
 second (pg_stat_statements when the server has it loaded, else counted by a query logger on each
 runtime's pool) and every statement the runtimes sent. Beside it: the server with no runtime
-(its own background work) and the same fleet at the old 50 ms ``poll_interval``, interleaved
-per round. Each client's pool is capped at ``POOL`` connections so the logger sits on all of
-them (an idle runtime uses at most two at once); the embedded server is restarted allowing the
-connections (issue #28's target: at most 5% of a core, at most 1 claim a second per runtime).
+(its own background work), the fleet without maintenance (what the passes cost) and at the old
+50 ms ``poll_interval``, interleaved per round. Each client's pool is capped at ``POOL``
+connections so the logger sits on all of them (an idle runtime uses at most two at once); the
+embedded server is restarted allowing the connections (issue #28's target: at most 5% of a
+core, at most 1 claim a second per runtime).
 """
 
 from __future__ import annotations
@@ -32,8 +33,14 @@ NAME = "idle_fleet"
 POOL = 3
 MAX_CPU_PERCENT = 5.0
 MAX_CLAIMS_PER_RUNTIME = 1.0
-VARIANTS = {"server alone": -1.0, "default poll_interval": 0.0, "old 50 ms": OLD_POLL}
-"""poll_interval per variant: -1 starts no runtime, 0 the default."""
+DEFAULTS = "defaults"
+VARIANTS: dict[str, dict[str, Any] | None] = {
+    "server alone": None,
+    DEFAULTS: {},
+    "defaults but no maintenance": {"maintenance_interval": None},
+    f"poll_interval {OLD_POLL:g} s (the old default)": {"poll_interval": OLD_POLL},
+}
+"""``Client.start`` options per variant; None starts no runtime."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +70,10 @@ class Counter:
 
 @contextlib.asynccontextmanager
 async def fleet(
-    dsn: str, schema: str, size: int, poll: float, counter: Counter
+    dsn: str, schema: str, size: int, options: dict[str, Any] | None, counter: Counter
 ) -> AsyncIterator[None]:
-    """``size`` started runtimes (none when ``poll`` < 0), every pool connection logged."""
+    """``size`` runtimes started with ``options`` (none when None), every pool connection
+    logged."""
     tasks = Tasks()
 
     @tasks.task(Noop)
@@ -74,14 +82,15 @@ async def fleet(
 
     clients: list[Client] = []
     try:
-        for _ in range(size if poll >= 0 else 0):
+        for _ in range(0 if options is None else size):
+            assert options is not None
             client = await Client.connect(dsn, schema, tasks=tasks, max_connections=POOL)
             clients.append(client)
             held = [await client.pool.acquire() for _ in range(POOL)]
             for conn in held:
                 conn.add_query_logger(counter)
                 await client.pool.release(conn)
-            await (client.start(poll_interval=poll) if poll else client.start())
+            await client.start(**options)
         yield
     finally:
         await asyncio.gather(*(client.close() for client in clients))
@@ -142,9 +151,9 @@ async def amain(args: Any) -> int:
             for variant in h.rotate(list(VARIANTS), round_no):
                 windows.append(await measure(dsn, conn, variant, size, seconds, round_no))
     rows = []
-    for variant, poll in VARIANTS.items():
+    for variant, options in VARIANTS.items():
         mine = [w for w in windows if w.variant == variant]
-        n = size if poll >= 0 else 0
+        n = size if options is not None else 0
         cells = [
             h.Stat.of(100 * w.per_s(w.server_cpu_s) for w in mine).fmt(".1f"),
             h.Stat.of(100 * w.per_s(w.client_cpu_s) for w in mine).fmt(".1f"),
@@ -167,7 +176,7 @@ async def amain(args: Any) -> int:
     meta = {"machine": machine, "rounds": rounds, "seconds": seconds, "runtimes": size}
     meta["pool_per_runtime"] = POOL
     h.report(args, NAME, [asdict(w) for w in windows], meta, title="Idle fleet", tables=[table])
-    default = [w for w in windows if w.variant == "default poll_interval"]
+    default = [w for w in windows if w.variant == DEFAULTS]
     cpu = h.Stat.of(100 * w.per_s(w.server_cpu_s) for w in default).median
     claims = h.Stat.of(w.per_s(w.claims) / size for w in default).median
     return 0 if cpu <= MAX_CPU_PERCENT and claims <= MAX_CLAIMS_PER_RUNTIME else 1
