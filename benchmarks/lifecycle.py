@@ -34,6 +34,7 @@ NAME = "lifecycle"
 OUTPUT_POOL = 1_024
 GATE_MIN_RATIO = 0.95  # ADR-048's "within a few percent" of the baseline's jobs/s
 TARGET, tasks = "benchmarks.lifecycle:tasks", Tasks()  # what the worker processes run
+START_SECONDS = 120.0  # for every worker process to say it started
 
 
 @tasks.task(engine.Noop)
@@ -185,9 +186,17 @@ async def in_processes(
     assert worker.stderr is not None
     done = f"SELECT sum(completed_count) FROM {h.ident(schema)}.receipt_completion_batches"
     try:
-        for _ in range(int(argv[1])):
-            while f"started {TARGET}".encode() not in (line := await worker.stderr.readline()):
-                assert line, "the worker command exited before it started"
+        started_n = 0
+        try:  # bounded: once a run of 4 waited > 5 min for a process's start line (load 16)
+            async with asyncio.timeout(START_SECONDS):
+                while started_n < int(argv[1]):
+                    line = await worker.stderr.readline()
+                    assert line, "the worker command exited before it started"
+                    started_n += f"started {TARGET}".encode() in line
+        except TimeoutError:
+            raise RuntimeError(
+                f"{started_n} of {argv[1]} worker processes started in {START_SECONDS:g} s"
+            ) from None
         tree = h.ServerCpu(worker.pid)  # the parent's tree, as for a postmaster
         tree_started, started = tree.seconds(), time.perf_counter()
         await client.resume_queue("default")
