@@ -30,6 +30,8 @@ CASES = (
     "http_completions",
     "wakeup",
     "metrics_scrape",
+    "idle_fleet",
+    "processes",
     "peers",
 )
 QUICK = [case for case in CASES if case not in ("peers", "console_soak")]

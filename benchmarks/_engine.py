@@ -14,7 +14,13 @@ from typing import Any
 import asyncpg
 import orjson
 
-from benchmarks._harness import Connection, embedded_or_dsn, ident, machine_info
+from benchmarks._harness import (
+    Connection,
+    embedded_or_dsn,
+    ensure_max_connections,
+    ident,
+    machine_info,
+)
 from storage import MAX_OUTPUT_BYTES, Client, Job, migrate
 
 INSERT_BATCH = 2_000
@@ -85,10 +91,14 @@ def output_values(shape: Shape, size: int, seed: int) -> list[Any]:
 
 
 @contextlib.asynccontextmanager
-async def session(dsn: str | None) -> AsyncIterator[tuple[str, Connection, dict[str, object]]]:
-    """The server (embedded unless ``dsn``) with the migrations applied, a connection to it,
-    and the machine info every report carries."""
+async def session(
+    dsn: str | None, max_connections: int = 0
+) -> AsyncIterator[tuple[str, Connection, dict[str, object]]]:
+    """The server (embedded unless ``dsn``; allowing at least ``max_connections``) with the
+    migrations applied, a connection to it, and the machine info every report carries."""
     async with embedded_or_dsn(dsn, log=log) as url:
+        if max_connections:
+            await ensure_max_connections(url, max_connections, log)
         await migrate(url)
         conn: Connection = await asyncpg.connect(url)
         try:

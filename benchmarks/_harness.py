@@ -11,6 +11,7 @@ import datetime as dt
 import gc
 import os
 import platform
+import pwd
 import re
 import shlex
 import statistics
@@ -59,6 +60,34 @@ async def embedded_or_dsn(
         yield await asyncio.to_thread(server.start)
     finally:
         server.stop()
+
+
+async def ensure_max_connections(dsn: str, wanted: int, log: Callable[[str], None]) -> None:
+    """Raise the server's ``max_connections`` to ``wanted`` (``ALTER SYSTEM``, then ``pg_ctl
+    restart`` of its data directory, which keeps its socket options): only a server whose data
+    directory is on this machine, such as the embedded one; another is refused in one line."""
+    conn: Connection = await asyncpg.connect(dsn)
+    try:
+        have = int(await conn.fetchval("SHOW max_connections"))
+        if have >= wanted:
+            return
+        data = Path(str(await conn.fetchval("SHOW data_directory")))
+        if not await asyncio.to_thread((data / "postmaster.pid").exists):
+            raise SystemExit(f"the server allows {have} connections; this case needs {wanted}")
+        await conn.execute(f"ALTER SYSTEM SET max_connections = {int(wanted)}")
+    finally:
+        await conn.close()
+    log(f"restarting the server with max_connections = {wanted}")
+    await asyncio.to_thread(_restart_local, data)
+
+
+def _restart_local(data: Path) -> None:
+    """``pg_ctl restart`` by the embedded server's own binaries, as the data directory's owner."""
+    from pgserver import _commands
+
+    user = pwd.getpwuid(data.stat().st_uid).pw_name
+    pg_ctl: Any = vars(_commands)["pg_ctl"]  # made when pgserver is imported
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=data, user=user, timeout=60)
 
 
 async def wal_lsn(conn: Connection) -> str:
@@ -122,15 +151,26 @@ class ServerCpu:
         return None if fields is None else cls(int(fields[1]))
 
     def seconds(self) -> float:
+        """The tree's CPU seconds. A child reaped while /proc is scanned would be in neither
+        the scan nor the parent's cutime read before it, so the parent is read again after
+        the scan and the scan repeated until no child was reaped meanwhile."""
+        own = self._own()
+        while True:
+            ticks = 0
+            for entry in os.scandir("/proc"):
+                child = _proc_stat(int(entry.name)) if entry.name.isdigit() else None
+                if child is not None and int(child[1]) == self.postmaster:
+                    ticks += int(child[11]) + int(child[12])
+            before, own = own, self._own()
+            if own == before:
+                return (sum(own) + ticks) / os.sysconf("SC_CLK_TCK")
+
+    def _own(self) -> tuple[int, ...]:
+        """The parent's utime, stime, cutime and cstime (its reaped children's), in ticks."""
         own = _proc_stat(self.postmaster)
         if own is None:
             raise RuntimeError("the postmaster is gone")
-        ticks = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
-        for entry in os.scandir("/proc"):
-            child = _proc_stat(int(entry.name)) if entry.name.isdigit() else None
-            if child is not None and int(child[1]) == self.postmaster:
-                ticks += int(child[11]) + int(child[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return tuple(int(v) for v in own[11:15])
 
 
 class GcClock:

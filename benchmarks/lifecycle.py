@@ -8,7 +8,8 @@ worker --processes 1`` / ``2`` (their CPU counts as the client's). The fast case
 number of jobs: a run has a fixed cost (start, the last claims, the idle check, shutdown: about
 0.2-0.4 s here), so a smaller run would be charged more per job. Workers 0 means the engine's
 own sizing (``storage.runtime.sizing``). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU
-(and the GC's share) and server CPU per job.
+(and the GC's share) and server CPU per job; and the run phase's own client and server CPU per
+job, the two-core bound they imply (cores / their sum) and the run's jobs/s over it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ NAME = "lifecycle"
 OUTPUT_POOL = 1_024
 GATE_MIN_RATIO = 0.95  # ADR-048's "within a few percent" of the baseline's jobs/s
 TARGET, tasks = "benchmarks.lifecycle:tasks", Tasks()  # what the worker processes run
+START_SECONDS = 120.0  # for every worker process to say it started
 
 
 @tasks.task(engine.Noop)
@@ -86,6 +88,8 @@ class Run:
     client_cpu_s: float
     gc_s: float
     server_cpu_s: float | None
+    run_client_cpu_s: float = 0.0  # the run phase alone (after the inserts)
+    run_server_cpu_s: float = 0.0
 
     def per_job_us(self, seconds: float) -> float:
         return 1e6 * seconds / self.jobs
@@ -97,6 +101,13 @@ class Run:
     @property
     def total_cpu_us(self) -> float:
         return self.per_job_us(self.client_cpu_s + (self.server_cpu_s or 0.0))
+
+    @property
+    def run_bound_share(self) -> float:
+        """Run-phase jobs/s over the CPU bound its CPU per job implies, cores / (client +
+        server run-phase CPU per job): the share of the cores the run phase kept busy."""
+        cpu = self.run_client_cpu_s + self.run_server_cpu_s
+        return cpu / ((os.cpu_count() or 1) * self.run_s)
 
 
 async def run_once(
@@ -128,17 +139,22 @@ async def run_once(
             args = [engine.Noop(i) for i in range(jobs)]
             await engine.insert_all(client, args, **case.insert_options())
             inserted = time.perf_counter()
+            run_cpu_started = time.process_time()
+            run_server_started = server.seconds() if server else 0.0
             if case.processes:
                 argv = ["--processes", str(case.processes)]
                 argv += ["--concurrency", str(workers)] if workers else []
-                run_s, tree_cpu = await _in_processes(client, conn, dsn, argv, schema, jobs)
+                run_s, tree_cpu = await in_processes(client, conn, dsn, argv, schema, jobs)
             else:
                 await client.run_until_idle(
                     concurrency=workers or None, maintenance_interval=None, **tuned
                 )
                 run_s, tree_cpu = time.perf_counter() - inserted, 0.0
-        cpu = time.process_time() - cpu_started + tree_cpu
-        server_cpu = server.seconds() - server_started if server else None
+        ended = time.process_time()
+        cpu, run_cpu = ended - cpu_started + tree_cpu, ended - run_cpu_started + tree_cpu
+        server_ended = server.seconds() if server else 0.0
+        server_cpu = server_ended - server_started if server else None
+        run_server_cpu = server_ended - run_server_started
         wal = await h.wal_bytes_since(conn, start_lsn)
         totals = await engine.completion_totals(conn, schema)
         compact, general = (0, jobs) if case.general else (jobs, 0)
@@ -154,10 +170,10 @@ async def run_once(
         if row is None or orjson.dumps(row.output) != orjson.dumps(expected):
             raise AssertionError(f"job {job_id}: stored output differs from the recorded one")
         timing = (inserted - started, run_s, wal, cpu, gc_clock.seconds, server_cpu)
-        return Run(case.key, workers, round_no, jobs, *timing)
+        return Run(case.key, workers, round_no, jobs, *timing, run_cpu, run_server_cpu)
 
 
-async def _in_processes(
+async def in_processes(
     client: Any, conn: h.Connection, dsn: str, argv: list[str], schema: str, jobs: int
 ) -> tuple[float, float]:
     """The run phase by the worker command (started while the queue is paused), timed from its
@@ -170,9 +186,17 @@ async def _in_processes(
     assert worker.stderr is not None
     done = f"SELECT sum(completed_count) FROM {h.ident(schema)}.receipt_completion_batches"
     try:
-        for _ in range(int(argv[1])):
-            while f"started {TARGET}".encode() not in (line := await worker.stderr.readline()):
-                assert line, "the worker command exited before it started"
+        started_n = 0
+        try:  # bounded: once a run of 4 waited > 5 min for a process's start line (load 16)
+            async with asyncio.timeout(START_SECONDS):
+                while started_n < int(argv[1]):
+                    line = await worker.stderr.readline()
+                    assert line, "the worker command exited before it started"
+                    started_n += f"started {TARGET}".encode() in line
+        except TimeoutError:
+            raise RuntimeError(
+                f"{started_n} of {argv[1]} worker processes started in {START_SECONDS:g} s"
+            ) from None
         tree = h.ServerCpu(worker.pid)  # the parent's tree, as for a postmaster
         tree_started, started = tree.seconds(), time.perf_counter()
         await client.resume_queue("default")
@@ -208,7 +232,7 @@ def paired(
 
 def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]) -> list[Any]:
     """Two tables' rows per (case, workers): throughput and cost, ratios paired per round."""
-    speed, cost = [], []
+    speed, cost, bound = [], [], []
     for w in workers:
         base = {r.round: r for r in runs if r.workers == w and r.case == BASELINE.key}
         for case in cases:
@@ -232,7 +256,19 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
             server_cell = h.Stat.of(server).fmt() if server else "-"
             cpu_cells = (client.fmt(), gc_share.fmt(".1f"), server_cell, cpu.fmt(".3f"))
             cost.append((*row, *wal_cells, *cpu_cells))
-    return [speed, cost]
+            bound.append((*row, *run_bound_cells(mine)))
+    return [speed, cost, bound]
+
+
+def run_bound_cells(mine: Sequence[Run]) -> list[str]:
+    """The run phase against the CPU bound its own CPU per job implies (issue #28's 0.75)."""
+    cores = os.cpu_count() or 1
+    client = [r.per_job_us(r.run_client_cpu_s) for r in mine]
+    server = [r.per_job_us(r.run_server_cpu_s) for r in mine]
+    limit = [1e6 * cores / (c + s) for c, s in zip(client, server, strict=True)]
+    cells = [h.Stat.of(r.jobs / r.run_s for r in mine), h.Stat.of(client), h.Stat.of(server)]
+    cells.append(h.Stat.of(limit))
+    return [c.fmt() for c in cells] + [h.Stat.of(r.run_bound_share for r in mine).fmt(".2f")]
 
 
 def register_slow(client: Client, slow: str) -> None:
@@ -281,7 +317,7 @@ async def amain(args: Any) -> int:
                     f"round {round_no + 1}/{rounds} {w or 'auto':>4} workers {case.key:<9}"
                     f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
-    speed, cost = summarise(runs, cases, workers)
+    speed, cost, bound = summarise(runs, cases, workers)
     speed_columns = "case | workers | enqueue jobs/s | run jobs/s | lifecycle jobs/s"
     cost_columns = "case | workers | WAL B/job | Δ WAL vs none | client CPU µs/job"
     cost_columns += " | GC % of client CPU | server CPU µs/job | client+server CPU x none"
@@ -298,6 +334,16 @@ async def amain(args: Any) -> int:
             tuple(cost),
             caption="WAL: insert LSN difference after CHECKPOINT, inserts included. "
             "Server CPU: the PostgreSQL processes' CPU time from /proc.",
+        ),
+        h.Table(
+            "Run phase against the CPU bound",
+            h.columns(
+                "case | workers | run jobs/s | client CPU µs/job | server CPU µs/job"
+                " | CPU bound jobs/s | run ÷ bound"
+            ),
+            tuple(bound),
+            caption=f"Run phase only (after the inserts). CPU bound = {os.cpu_count()} cores / "
+            "(client + server CPU per job); run ÷ bound is the share of the cores kept busy.",
         ),
     )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "workers": workers}

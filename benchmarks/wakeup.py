@@ -51,7 +51,7 @@ def _median_ms(wakes: list[Wake], what: str) -> float:
     return latency_stats([getattr(w, what) * 1000 for w in wakes])["median"]
 
 
-async def _statements_available(conn: Connection) -> bool:
+async def statements_available(conn: Connection) -> bool:
     try:
         await conn.fetchval("SELECT count(*) FROM pg_stat_statements")
     except asyncpg.PostgresError:
@@ -110,7 +110,7 @@ async def amain(args: Any) -> int:
     idle_seconds = 3.0 if args.quick else 10.0
     async with session(args.dsn) as (dsn, conn, machine):
         found = await wake_ms(dsn, conn, samples)
-        from_server = await _statements_available(conn)
+        from_server = await statements_available(conn)
         idle = {
             label: await idle_claims_per_second(dsn, conn, poll, idle_seconds, from_server)
             for label, poll in (("default", None), (f"{OLD_POLL:g} s (the old default)", OLD_POLL))

@@ -4,7 +4,7 @@
 // completing with its own 100 B output, and prints "done <enqueue s> <run s> <completed>".
 // burstWhenBatchFull: fetch again at once while fetches come back full, as a busy pg-boss
 // worker is configured; without it each worker sleeps 0.5 s after every batch (~2,000 jobs/s).
-import { createInterface } from 'node:readline';
+import { inBatches, readyThenGo } from '../_child.mjs';
 import { PgBoss } from 'pg-boss';
 
 const [dsn, jobs, workers, batch] = process.argv.slice(2);
@@ -17,15 +17,11 @@ const boss = new PgBoss({ connectionString: dsn, schedule: false, supervise: fal
 boss.on('error', (error) => console.error('pg-boss error:', error.message));
 await boss.start();
 await boss.createQueue(queue);
-console.log('ready');
-const lines = createInterface({ input: process.stdin });
-for await (const line of lines) if (line.trim() === 'go') break;
+await readyThenGo();
 
 const started = performance.now();
-for (let start = 0; start < total; start += 2000) {
-  const n = Math.min(total, start + 2000) - start;
-  await boss.insert(queue, Array.from({ length: n }, (_, k) => ({ data: { i: start + k } })));
-}
+await inBatches(total, (start, n) =>
+  boss.insert(queue, Array.from({ length: n }, (_, k) => ({ data: { i: start + k } }))));
 const inserted = performance.now();
 const options = { batchSize: Number(batch), localConcurrency: Number(workers),
   pollingIntervalSeconds: 0.5, burstWhenBatchFull: true, perJobResults: true };
