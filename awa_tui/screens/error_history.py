@@ -17,7 +17,7 @@ from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, parse_timestamp, relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
-from awa_tui.widgets.output_panel import LATEST_ONLY_NOTE, OutputPanel
+from awa_tui.widgets.output_panel import JSONB_NOTE, LATEST_ONLY_NOTE, OutputPanel
 from storage import JobKindDescriptor, JobRow
 
 KEPT_LABEL = "◆ kept output"
@@ -167,8 +167,7 @@ class ErrorHistoryScreen(AwaScreen):
             panel.show(
                 self.entry_output_text(position),
                 self.descriptor,
-                note="Read from the error history (jsonb): key order and number forms are "
-                "normalized.",
+                note=JSONB_NOTE,
             )
         else:
             where = (

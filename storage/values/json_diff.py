@@ -2,7 +2,8 @@
 
 Pure (no I/O), for outputs: the console's side-by-side view and ``GET /api/jobs/{id}?compare``
 compare a failed attempt's kept output with the completed one; any two values compare the same
-way. Objects compare key by key (the first value's key order, then keys only the second has),
+way. Objects compare key by key (the second value's key order, then keys only the first has: a
+completed output keeps its key order, a kept one read from jsonb does not),
 arrays index by index; a value whose JSON type changes (object to array, number to string) is
 one ``retyped`` change at its path, not a change per member. ``1`` and ``1.0`` are equal
 numbers, ``true`` and ``1`` are not (JSON types differ). Values are shown as compact JSON cut at
@@ -109,15 +110,15 @@ def _walk(before: Any, after: Any, path: Sequence[str | int]) -> Iterator[_Found
     if old_type != new_type:
         yield [*path], "retyped", before, after
     elif old_type == "object":
-        for key, old in before.items():
-            new = after.get(key, _MISSING)
-            if new is _MISSING:
-                yield [*path, key], "removed", old, None
+        for key, new in after.items():
+            old = before.get(key, _MISSING)
+            if old is _MISSING:
+                yield [*path, key], "added", None, new
             else:
                 yield from _walk(old, new, [*path, key])
-        for key, new in after.items():
-            if key not in before:
-                yield [*path, key], "added", None, new
+        for key, old in before.items():
+            if key not in after:
+                yield [*path, key], "removed", old, None
     elif old_type == "array":
         for index, (old, new) in enumerate(zip(before, after, strict=False)):
             yield from _walk(old, new, [*path, index])

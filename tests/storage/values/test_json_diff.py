@@ -15,9 +15,9 @@ def test_nested_objects_name_each_path_added_removed_changed() -> None:
     after = {"updated": 412, "meta": {"source": "erp", "batch": 8, "retry": True}}
     assert rows(before, after) == [
         ("$.updated", "changed", "0", "412"),
-        ("$.skipped", "removed", "412", None),
         ("$.meta.batch", "changed", "7", "8"),
         ("$.meta.retry", "added", None, "true"),
+        ("$.skipped", "removed", "412", None),
     ]
 
 
