@@ -314,7 +314,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         from awa_tui.screens.error_history import ErrorHistoryScreen
 
         if self.row is not None:
-            self.app.push_screen(ErrorHistoryScreen(self.row, self.descriptor))
+            self.app.push_screen(ErrorHistoryScreen(self.row, self.descriptor, self.account))
 
     def action_timeline(self) -> None:
         from awa_tui.screens.timeline import TimelineScreen

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncpg
 
 from awa_tui.screens.detail import JobDetailScreen
+from awa_tui.screens.error_history import ErrorHistoryScreen
 from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel
 from storage import Client
@@ -59,6 +60,14 @@ async def test_d_toggles_both_outputs_stacked_and_their_diff(
         await pilot.press("d")
         assert await until(pilot, lambda: compare.view == "stacked")
         assert kept.display
+
+        await pilot.press("e")  # the error history says the same under the kept output
+        await settle(pilot)
+        history = app.screen
+        assert isinstance(history, ErrorHistoryScreen)
+        entry = text_of(history.query_one(OutputPanel))
+        assert "Attempt 1 at" in entry
+        assert "kept in error entry #1 of the job's payload" in entry
 
 
 async def test_compare_does_not_apply_without_both_outputs(

@@ -60,8 +60,10 @@ def test_error_history_kept_output(
     snap_compare: SnapCompare, migrated_dsn: str, schema: str
 ) -> None:
     """Job 5's three error entries newest first; #3 is terminal, #2 carries the "kept output"
-    marker and is selected, so its SyncReport output is shown below with the note that only
-    the latest failed attempt with an output keeps it."""
+    marker and is selected, so its SyncReport output is shown below with its provenance line
+    (attempt 2, by its handler, which failed, kept in error entry #2, kept at least until
+    ~2026-03-17 07:59Z) and the note that only the latest failed attempt with an output keeps
+    it."""
     check(snap_compare, migrated_dsn, schema, SCREENS["errors"])
 
 
