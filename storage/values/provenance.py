@@ -277,7 +277,13 @@ class JobAccount:
                 "no such job: never inserted in this schema, or pruned with its queue slot",
             )
         prune = self.prune_text(now).removeprefix("pruned with its queue slot ")
-        deleted = "" if facts.deleted_at is None else f" at {stamp(facts.deleted_at, now)}"
+        if facts.deleted_at is None:  # a general-path row deleted (or a DLQ entry purged)
+            return Absence(
+                NoOutput.DELETED,
+                "deleted: hidden; its output's row is deleted (the bytes stay until vacuum), "
+                f"its args until prune {prune}",
+            )
+        deleted = stamp(facts.deleted_at, now)  # a compact completion's tombstone
         return Absence(
-            NoOutput.DELETED, f"deleted{deleted}: hidden, bytes stay until prune {prune}"
+            NoOutput.DELETED, f"deleted at {deleted}: hidden, bytes stay until prune {prune}"
         )
