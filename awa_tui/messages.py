@@ -14,6 +14,7 @@ from awa_tui.query import JobQuery
 from storage import (
     AttemptSpan,
     FailureGroup,
+    JobAccount,
     JobKindDescriptor,
     JobRow,
     KindSummary,
@@ -56,6 +57,8 @@ class JobLoaded(Message):
     job_id: int
     row: JobRow | None
     descriptor: JobKindDescriptor | None
+    account: JobAccount | None = None
+    """The row with what storage keeps about how it ended (``Client.explain_job``)."""
 
 
 @dataclass

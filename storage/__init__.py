@@ -56,6 +56,7 @@ from storage.values.errors import (
 )
 from storage.values.events import EventName, JobEvent
 from storage.values.health import Health, HealthState
+from storage.values.json_diff import JsonChange, JsonDiff, json_diff
 from storage.values.models import (
     HEARTBEAT_STALE_SECONDS,
     AttemptSpan,
@@ -72,6 +73,7 @@ from storage.values.models import (
 )
 from storage.values.names import check_schema_name
 from storage.values.output import MAX_OUTPUT_BYTES, OutputSlot, encode_output
+from storage.values.provenance import Absence, JobAccount, JobFacts, NoOutput, Provenance
 from storage.values.redact import redact_dsn, redact_secrets
 from storage.values.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.values.schema import Violation, schema_violations
@@ -79,6 +81,7 @@ from storage.values.schema import Violation, schema_violations
 __all__ = [
     "HEARTBEAT_STALE_SECONDS",
     "MAX_OUTPUT_BYTES",
+    "Absence",
     "ArgsValidationError",
     "AttemptSpan",
     "AwaError",
@@ -105,15 +108,20 @@ __all__ = [
     "InvalidOption",
     "InvalidSchedule",
     "Job",
+    "JobAccount",
     "JobEvent",
+    "JobFacts",
     "JobKindDescriptor",
     "JobNotFound",
     "JobPage",
     "JobRow",
     "JobState",
+    "JsonChange",
+    "JsonDiff",
     "KindSummary",
     "ListFilter",
     "MaintenanceSettings",
+    "NoOutput",
     "OperationTimeout",
     "OutputDecodeError",
     "OutputError",
@@ -121,6 +129,7 @@ __all__ = [
     "OutputSlot",
     "PeriodicSchedule",
     "PermissionDenied",
+    "Provenance",
     "QueueSummary",
     "ReadOnlyError",
     "RetryAfter",
@@ -147,6 +156,7 @@ __all__ = [
     "check_schema_name",
     "encode_output",
     "external_output_text",
+    "json_diff",
     "kind_of",
     "migrate",
     "redact_dsn",

@@ -16,13 +16,14 @@ from storage.callback_ops import CallbackOperations
 from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.db.migrator import check_schema
-from storage.db.pool import acquire, close_pool, create_pool, snapshot, translate_errors
+from storage.db.pool import Conn, acquire, close_pool, create_pool, snapshot, translate_errors
 from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
 from storage.insert.enqueue import NewJob
 from storage.operations import Operations
 from storage.ops.declared_output import DeclaredOutput, declaration, declared_output
-from storage.read import one_job
+from storage.ops.maintenance import MaintenanceSettings
+from storage.read import one_job, output_facts
 from storage.runtime.batcher import CompletionBatcher
 from storage.runtime.notices import NoticeListener
 from storage.session import Delegated, Session
@@ -37,11 +38,16 @@ from storage.values.events import JobEvent, Listener
 from storage.values.health import Health
 from storage.values.models import JobRow
 from storage.values.names import channel, check_stored_name
+from storage.values.provenance import JobAccount, Retention
 from storage.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 log = logging.getLogger("storage")
 
+_DEFAULTS = MaintenanceSettings()
+DEFAULT_RETENTION = Retention(
+    _DEFAULTS.queue_rotate_interval, _DEFAULTS.failed_retention, _DEFAULTS.dlq_retention
+)
 KIND_KNOWN = "SELECT EXISTS (SELECT 1 FROM awa.job_kind_descriptors WHERE kind = $1)"
 SET_QUEUE = """
 INSERT INTO queue_settings (queue, dlq_enabled) VALUES ($1, $2)
@@ -331,11 +337,27 @@ class Client:
         async with self.session.connection("get_job") as conn:
             outputs = await self.session.probe.present(conn)
             async with snapshot(conn):  # the row, its key's states and its kind's declaration
-                row = await one_job.read_job(conn, job_id, outputs=outputs)
-                if row is None:
-                    return None
-                row = await unique.with_key_states(conn, row)
-                declared = await declared_output(conn, row.kind, self._local_output_model)
+                return await self._read_job(conn, job_id, outputs)
+
+    async def explain_job(self, job_id: int) -> JobAccount:
+        """``get_job`` and, from the same snapshot, what storage keeps about how its attempts
+        ended: where its output came from, when it goes, or the one reason it has none
+        (``storage.values.provenance``). Prune times assume the default maintenance settings."""
+        async with self.session.connection("explain_job") as conn:
+            outputs = await self.session.probe.present(conn)
+            async with snapshot(conn):
+                row = await self._read_job(conn, job_id, outputs)
+                facts = await output_facts.read_facts(
+                    conn, job_id, outputs_supported=outputs, retention=DEFAULT_RETENTION
+                )
+        return JobAccount(job_id, row, facts)
+
+    async def _read_job(self, conn: Conn, job_id: int, outputs: bool) -> JobRow | None:
+        row = await one_job.read_job(conn, job_id, outputs=outputs)
+        if row is None:
+            return None
+        row = await unique.with_key_states(conn, row)
+        declared = await declared_output(conn, row.kind, self._local_output_model)
         return row.model_copy(update={"declared_output_type": declared.type_name})
 
     # -- events -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ carry no output: not the completed one, and not a failed attempt's in an error e
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from fastapi import Request
@@ -21,6 +21,7 @@ from storage import (
     MAX_OUTPUT_BYTES,
     Client,
     DlqInfo,
+    JobAccount,
     JobKindDescriptor,
     JobPage,
     JobRow,
@@ -28,9 +29,14 @@ from storage import (
     KindSummary,
     SortOrder,
     StateCounts,
+    json_diff,
 )
 
 MAX_HEARTBEAT_SECONDS = 7 * 24 * 3600
+NOTHING_TO_COMPARE = (
+    "Job {job_id} has no completed output beside a failed attempt's kept one, so there is "
+    "nothing to compare."
+)
 
 
 class CompleteBody(BaseModel):
@@ -122,6 +128,35 @@ class JobOut(BaseModel):
     declared_output_type: str | None = Field(
         description="The output type the kind's descriptor declares (detail only)."
     )
+    compare: CompareOut | None = Field(None, description="Only with ?compare=kept.")
+
+
+class JsonChangeOut(BaseModel):
+    path: str = Field(description='Where, as a JSON path: $.items[3].name, $["odd key"].')
+    change: Literal["added", "removed", "changed", "retyped"]
+    before: str | None = Field(description="Compact JSON, cut to 60 characters; null if added.")
+    after: str | None = Field(description="Compact JSON, cut to 60 characters; null if removed.")
+
+
+class OutputDiffOut(BaseModel):
+    changes: list[JsonChangeOut] = Field(description="In document order, at most 4 KiB.")
+    omitted: int = Field(description="Changes past the 4 KiB bound, not listed.")
+    counts: dict[str, int] = Field(description="Changes of each kind, listed or not.")
+
+
+class CompareOut(BaseModel):
+    """``?compare=kept``: the failed attempt's kept output beside the completed one."""
+
+    kept_position: int | None = Field(description="Index in errors of the entry that kept it.")
+    kept_output: Any = Field(None, description="That output, as read from the error history.")
+    kept_provenance: str | None = Field(description="Which attempt kept it, when it goes.")
+    output_provenance: str | None = Field(
+        description="Which attempt wrote the completed output, by which path, when it goes."
+    )
+    diff: OutputDiffOut | None = Field(
+        description="From the kept output to the completed one; null unless both exist."
+    )
+    reason: str | None = Field(description="Why there is nothing to compare, when there is not.")
 
 
 class JobListOut(BaseModel):
@@ -196,6 +231,30 @@ def job_json(row: JobRow, *, detail: bool) -> dict[str, Any]:
     else:
         data["errors"] = [{k: v for k, v in e.items() if k not in _DETAIL_ONLY} for e in row.errors]
     return data
+
+
+def compare_json(account: JobAccount) -> dict[str, Any]:
+    """``CompareOut`` for a job read with ``Client.explain_job``."""
+    row, kept = account.row, account.kept_output()
+    kept_origin, origin = account.kept_provenance(), account.provenance()
+    both = row is not None and kept is not None and row.output_text is not None
+    diff = None
+    if both and row is not None and kept is not None:
+        found = json_diff(kept[1], row.output)
+        diff = {
+            "changes": [vars(change) for change in found.changes],
+            "omitted": found.omitted,
+            "counts": found.counts,
+        }
+    now = account.facts.read_at
+    return {
+        "kept_position": None if kept is None else kept[0],
+        "kept_output": None if kept is None else kept[1],
+        "kept_provenance": None if kept_origin is None else kept_origin.text(now),
+        "output_provenance": None if origin is None else origin.text(now),
+        "diff": diff,
+        "reason": None if both else NOTHING_TO_COMPARE.format(job_id=account.job_id),
+    }
 
 
 def page_json(page: JobPage, order: SortOrder) -> dict[str, Any]:

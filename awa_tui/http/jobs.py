@@ -9,7 +9,7 @@ decides, ``InvalidJobState``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from starlette.responses import Response
@@ -20,6 +20,7 @@ from awa_tui.http.bodies import (
     JobListOut,
     JobOut,
     client_of,
+    compare_json,
     job_answer,
     job_json,
     json_response,
@@ -118,11 +119,26 @@ async def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=NOT_FOUND, summary="One job")
-async def get_job(job_id: JobId, request: Request) -> Response:
-    row = await client_of(request).get_job(job_id)
+async def get_job(
+    job_id: JobId,
+    request: Request,
+    compare: Annotated[
+        Literal["kept"] | None,
+        Query(
+            description="kept: add the failed attempt's kept output, where each output came "
+            "from, and the diff from it to the completed output (one snapshot)."
+        ),
+    ] = None,
+) -> Response:
+    client = client_of(request)
+    account = await client.explain_job(job_id) if compare == "kept" else None
+    row = account.row if account is not None else await client.get_job(job_id)
     if row is None:
         raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
-    return json_response(job_json(row, detail=True))
+    body = job_json(row, detail=True)
+    if account is not None:
+        body["compare"] = compare_json(account)
+    return json_response(body)
 
 
 ACTION: dict[int | str, dict[str, Any]] = {

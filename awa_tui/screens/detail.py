@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -23,12 +25,20 @@ from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
+from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
 from awa_tui.writes import confirm_job_action
-from storage import JobKindDescriptor, JobRow
+from storage import JobAccount, JobKindDescriptor, JobRow
 
 JOB_WRITES = frozenset({"retry", "cancel", "delete", "purge"})
 CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
+
+
+def same_facts(a: JobAccount | None, b: JobAccount | None) -> bool:
+    """The same facts, whenever they were read (``read_at`` differs on every read)."""
+    if a is None or b is None:
+        return a is b
+    return replace(a.facts, read_at=b.facts.read_at) == b.facts
 
 
 class JobDetailScreen(CallbackFlows, AwaScreen):
@@ -37,8 +47,10 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
     TITLE = "Job detail"
     HELP = (
         "One job as it is now (refreshed live): its state, output checked against the kind's "
-        "schema, last error, args, metadata and progress. e opens every attempt's error, t the "
-        "attempt timeline; C completes a job waiting for a callback."
+        "schema, which attempt wrote it and when it is pruned (or the one reason there is "
+        "none), last error, args, metadata and progress. A completed job whose failed attempt "
+        "kept an output shows both: d toggles them stacked and their diff. e opens every "
+        "attempt's error, t the attempt timeline; C completes a job waiting for a callback."
     )
     READ_GROUP = "job"
     WRITE_ACTIONS = JOB_WRITES | CALLBACK_WRITES
@@ -49,6 +61,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         Binding("e", "errors", "Errors", id="detail.errors"),
         Binding("t", "timeline", "Timeline", id="detail.timeline"),
         Binding("p", "pretty", "Pretty/exact", show=False, id="detail.pretty"),
+        Binding("d", "compare", "Diff/stacked", id="detail.compare"),
         Binding("s", "schema", "Schema", id="detail.schema"),
         Binding("y", "copy", "Copy", id="detail.copy"),
         Binding("ctrl+s", "save", "Save JSON", show=False, id="detail.save"),
@@ -68,6 +81,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.job_id = job_id
         self.row: JobRow | None = None
         self.descriptor: JobKindDescriptor | None = None
+        self.account: JobAccount | None = None
         self.loaded = False
         self.reload_on_resume = False
 
@@ -78,6 +92,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             yield Static(f"Loading job {self.job_id}…", id="summary")
             yield Static("", id="actions-line")
             yield OutputPanel(id="output")
+            yield OutputCompare(id="compare")
             yield Label("Last error", classes="section-title", id="error-title")
             yield Static("", id="last-error")
             yield Label("Args", classes="section-title")
@@ -114,18 +129,21 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
     @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load(self) -> None:
         client = await self.awa.client()
-        row = await client.get_job(self.job_id)
+        account = await client.explain_job(self.job_id)
+        row = account.row
         descriptor = await client.get_descriptor(row.kind) if row is not None else self.descriptor
-        self.post_message(JobLoaded(self.job_id, row, descriptor))
+        self.post_message(JobLoaded(self.job_id, row, descriptor, account))
 
     def on_job_loaded(self, message: JobLoaded) -> None:
         if message.job_id != self.job_id:
             return
-        if self.loaded and (message.row, message.descriptor) == (self.row, self.descriptor):
+        same = (message.row, message.descriptor) == (self.row, self.descriptor)
+        if self.loaded and same and same_facts(message.account, self.account):
             return  # unchanged: nothing to redraw
         self.loaded = True
         self.row = message.row
         self.descriptor = message.descriptor
+        self.account = message.account
         self.render_job()
         self.refresh_bindings()
 
@@ -163,23 +181,47 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
     def render_job(self) -> None:
         row, now = self.row, self.awa.now()
         summary = self.query_one("#summary", Static)
-        output = self.query_one(OutputPanel)
+        output = self.query_one("#output", OutputPanel)
+        account = self.account
+        absence = why_absent(account, now) if account is not None else None
         if row is None:
             summary.update(Text(f"Job {self.job_id} does not exist.", style="bold"))
-            output.show(None, None, absence=why_absent(None))
+            output.show(None, None, absence=absence)
+            self.query_one(OutputCompare).show_pair(None, ("", None), None)
             self.query_one("#actions-line", Static).update("")
             return
         summary.update(summary_table(row, self.descriptor, now))
         self.query_one("#actions-line", Static).update(self.actions_text(row))
-        kept = row.kept_output_position()
-        note = None
-        if kept is not None and row.output_text is not None:
-            note = f"A failed attempt's output is also kept in error entry #{kept + 1} (e)."
-        output.show(row.output_text, self.descriptor, absence=why_absent(row), note=note)
+        self._render_outputs(row, output, absence, now)
         self._render_error(row)
         self.query_one("#args", JsonView).show_value(row.args)
         self.query_one("#metadata", JsonView).show_value(row.metadata)
         self.query_one("#progress", JsonView).show_value(row.progress)
+
+    def _render_outputs(
+        self, row: JobRow, output: OutputPanel, absence: str | None, now: datetime
+    ) -> None:
+        """The completed output with its provenance; beside it, the kept failed one."""
+        account = self.account
+        origin = account.provenance(now) if account is not None else None
+        kept = account.kept_output() if account is not None else None
+        kept_origin = account.kept_provenance(now) if account is not None else None
+        note = None
+        compared = None
+        if kept is not None and row.output_text is not None:
+            note = f"A failed attempt's output is also kept in error entry #{kept[0] + 1}: d diff."
+            title = f"Kept by entry #{kept[0] + 1}"
+            origin_text = None if kept_origin is None else kept_origin.text(now)
+            compared = (title, kept[1], origin_text)
+        output.show(
+            row.output_text,
+            self.descriptor,
+            absence=absence,
+            note=note,
+            provenance=None if origin is None else origin.text(now),
+        )
+        after = ("the completed output", row.output)
+        self.query_one(OutputCompare).show_pair(compared, after, self.descriptor)
 
     def _render_error(self, row: JobRow) -> None:
         box = self.query_one("#last-error", Static)
@@ -232,6 +274,12 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         match action:
             case "errors":
                 return None if row.errors else f"Job {row.id} has no errors recorded."
+            case "compare":
+                if not self.query_one(OutputCompare).display:
+                    return (
+                        f"Job {row.id} has no completed output beside a failed attempt's kept one."
+                    )
+                return None
             case "pretty":
                 if row.output_text is None:
                     return f"Job {row.id} has no output to reformat."
@@ -266,7 +314,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         from awa_tui.screens.error_history import ErrorHistoryScreen
 
         if self.row is not None:
-            self.app.push_screen(ErrorHistoryScreen(self.row, self.descriptor))
+            self.app.push_screen(ErrorHistoryScreen(self.row, self.descriptor, self.account))
 
     def action_timeline(self) -> None:
         from awa_tui.screens.timeline import TimelineScreen
@@ -274,8 +322,11 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         if self.row is not None:
             self.app.push_screen(TimelineScreen(self.row))
 
+    def action_compare(self) -> None:
+        self.query_one(OutputCompare).toggle()
+
     def action_pretty(self) -> None:
-        panel = self.query_one(OutputPanel)
+        panel = self.query_one("#output", OutputPanel)
         panel.pretty = not panel.pretty
 
     def action_schema(self) -> None:

@@ -17,8 +17,8 @@ from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, parse_timestamp, relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
-from awa_tui.widgets.output_panel import LATEST_ONLY_NOTE, OutputPanel
-from storage import JobKindDescriptor, JobRow
+from awa_tui.widgets.output_panel import JSONB_NOTE, LATEST_ONLY_NOTE, OutputPanel
+from storage import JobAccount, JobKindDescriptor, JobRow
 
 KEPT_LABEL = "◆ kept output"
 
@@ -57,10 +57,18 @@ class ErrorHistoryScreen(AwaScreen):
         Binding("k", "up", "Up", show=False, id="errors.up"),
     ]
 
-    def __init__(self, row: JobRow, descriptor: JobKindDescriptor | None) -> None:
+    def __init__(
+        self,
+        row: JobRow,
+        descriptor: JobKindDescriptor | None,
+        account: JobAccount | None = None,
+    ) -> None:
+        """``account``: the row read with ``Client.explain_job``, for the kept output's
+        provenance (which attempt kept it, when it goes)."""
         super().__init__()
         self.row = row
         self.descriptor = descriptor
+        self.account = account
         self.kept = row.kept_output_position()
         self.order = list(range(len(row.errors) - 1, -1, -1))  # table row -> entry position
 
@@ -164,11 +172,13 @@ class ErrorHistoryScreen(AwaScreen):
         panel = self.query_one(OutputPanel)
         panel.title = f"Output kept by entry #{position + 1}"
         if position == self.kept:
+            now = self.awa.now()
+            origin = None if self.account is None else self.account.kept_provenance(now)
             panel.show(
                 self.entry_output_text(position),
                 self.descriptor,
-                note="Read from the error history (jsonb): key order and number forms are "
-                "normalized.",
+                note=JSONB_NOTE,
+                provenance=None if origin is None else origin.text(now),
             )
         else:
             where = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import orjson
 from rich.text import Text
@@ -14,8 +15,9 @@ from textual.widgets import Static
 from awa_tui.present import size_text
 from awa_tui.resilience import Guarded
 from awa_tui.widgets.json_view import json_content, pretty_json
-from storage import MAX_OUTPUT_BYTES, JobKindDescriptor, JobRow, JobState, schema_violations
+from storage import MAX_OUTPUT_BYTES, JobAccount, JobKindDescriptor, NoOutput, schema_violations
 
+JSONB_NOTE = "Read from the error history (jsonb): key order and number forms are normalized."
 LATEST_ONLY_NOTE = (
     "Only the latest failed attempt that recorded an output keeps it; "
     "a later one replaces it, and rescues or admin actions record none."
@@ -56,38 +58,19 @@ def output_facts(
     return OutputFacts(text, size, type_name, verdict, fits, None)
 
 
-def why_absent(row: JobRow | None) -> str:
-    """Why a job shows no completed output."""
-    if row is None:
-        return (
-            "The job no longer exists: it was deleted, or pruned with its queue slot, "
-            "and its output with it."
-        )
-    kept = row.kept_output_position()
-    kept_note = (
-        f" Error entry #{kept + 1} kept a failed attempt's output: press e for the error history."
-        if kept is not None
-        else ""
-    )
-    if row.dlq is not None:
-        return "Dead-lettered: failed attempts keep their output in the error history." + kept_note
-    match row.state:
-        case JobState.COMPLETED:
-            return (
-                "Completed without an output: recording one is opt-in (job.set_output), an "
-                "external completion may send none, and a schema without output columns drops "
-                "it. Deleted or pruned jobs lose theirs." + kept_note
-            )
-        case JobState.FAILED | JobState.RETRYABLE | JobState.CANCELLED:
-            return (
-                f"Not completed ({row.state.value}): failed attempts keep their output in the "
-                "error history, not here." + kept_note
-            )
-        case _:
-            return (
-                f"Not completed yet ({row.state.value}): an output appears when an attempt "
-                "completes with one." + kept_note
-            )
+def why_absent(account: JobAccount, now: datetime) -> str:
+    """The one reason a job shows no completed output, from what storage keeps
+    (``storage.JobAccount.absence``), and where a failed attempt's output is, if one is kept."""
+    absence = account.absence(now)
+    if absence is None:
+        return ""
+    text = absence.text[:1].upper() + absence.text[1:] + "."
+    kept = account.kept_output()
+    if kept is not None and absence.cause is not NoOutput.FAILED:
+        text += f" Error entry #{kept[0] + 1} kept a failed attempt's output: press e for it."
+    elif kept is not None:
+        text += " Press e for the error history."
+    return text
 
 
 class OutputPanel(Guarded, Vertical):
@@ -97,6 +80,7 @@ class OutputPanel(Guarded, Vertical):
     OutputPanel { height: auto; }
     OutputPanel > .output-head { height: auto; }
     OutputPanel > .output-body { height: auto; }
+    OutputPanel > .output-provenance { height: auto; }
     OutputPanel > .output-note { height: auto; }
     """
 
@@ -107,10 +91,12 @@ class OutputPanel(Guarded, Vertical):
         self.title = title
         self.facts: OutputFacts | None = None
         self.note: str | None = None
+        self.provenance: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(classes="output-head")
         yield Static(classes="output-body")
+        yield Static(classes="output-provenance")
         yield Static(classes="output-note")
 
     def show(
@@ -120,9 +106,13 @@ class OutputPanel(Guarded, Vertical):
         *,
         absence: str | None = None,
         note: str | None = None,
+        provenance: str | None = None,
     ) -> None:
+        """``provenance``: which attempt wrote the output, how, and when it goes (shown under
+        it; ``storage.Provenance.text``)."""
         self.facts = output_facts(text, descriptor, absence)
         self.note = note
+        self.provenance = provenance if text is not None else None
         self._render_facts()
 
     def watch_pretty(self) -> None:
@@ -135,6 +125,9 @@ class OutputPanel(Guarded, Vertical):
         head = self.query_one(".output-head", Static)
         body = self.query_one(".output-body", Static)
         note = self.query_one(".output-note", Static)
+        origin = self.query_one(".output-provenance", Static)
+        origin.update(Text(self.provenance or "", style="italic dim"))
+        origin.display = self.provenance is not None
         head.update(self._head(facts))
         notes = [self.note] if self.note else []
         if facts.text is None:

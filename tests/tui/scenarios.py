@@ -8,6 +8,7 @@ same on every run: fixed ids (a fresh schema), fixed times, a fixed clock.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +32,7 @@ from awa_tui.demo import (
 )
 from storage import Client, Job, TerminalError, WaitForCallback
 from storage.db.pool import connect_once
+from storage.insert import enqueue
 from storage.testing import work_one
 
 FIXED_NOW = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
@@ -243,6 +245,9 @@ _PIN = [
     "UPDATE done_entries SET finalized_at = @T + interval '4 minutes'",
     "UPDATE attempt_closures SET closed_at = @T + run_lease * interval '1 minute' + '20 s'",
     "UPDATE receipt_completion_batches SET finalized_at = @B + interval '2 minutes'",
+    # The queue ring last turned 10 minutes before the clock: prune estimates are fixed too.
+    """UPDATE ring_state SET rotated_at = @NOW - interval '10 minutes'
+        WHERE $1::timestamptz IS NOT NULL""",
     """UPDATE dlq_entries SET created_at = @T, run_at = @T,
               attempted_at = @T + interval '1 minute', finalized_at = @T + interval '2 minutes',
               dlq_at = @T + interval '2 minutes'""",
@@ -310,6 +315,30 @@ def seed_sync(dsn: str, schema: str, seeder: Any) -> Any:
     return asyncio.run(with_client(dsn, schema, seeder))
 
 
+RETRIED_ID = 13  # the first job after the incident's twelve
+
+
+async def seed_retried(client: Client, conn: asyncpg.Connection) -> int:
+    """A sync that failed once after recording an output (kept in error entry #1), then
+    completed on the retry with another: the job the detail compares (``RETRIED_ID``)."""
+
+    @client.task(kind="sync_ledger", queue="ledger")
+    async def sync_ledger(job: Job[Any]) -> None:
+        if job.attempt == 1:
+            job.set_output({"updated": 0, "skipped": 412, "status": "partial"})
+            raise RuntimeError("ledger locked by another sync")
+        job.set_output({"updated": 412, "skipped": 0, "status": "ok", "batches": [1, 2]})
+
+    job = await client.insert({"ledger": "eu-main"}, kind="sync_ledger")
+    await work(client, "ledger")
+    # Promoted without a maintenance pass: one would also tick the pinned periodic schedules.
+    # Due before every other deferred job (promotion takes the earliest first).
+    await conn.execute("UPDATE deferred_jobs SET run_at = $2 WHERE job_id = $1", job.id, T0)
+    assert await enqueue.promote_due(conn, limit=1) == 1
+    await work(client, "ledger")
+    return job.id
+
+
 # -- the pinned screens (snapshot tests and scripts/screenshots.py) ------------------------
 
 
@@ -325,6 +354,8 @@ class Screen:
     confirm: bool = False
     sql: tuple[str, ...] = ()
     """Run after seeding, with $1 the pinned clock's now (a queue paused at a fixed time)."""
+    more: Callable[[Client, asyncpg.Connection], Awaitable[int]] | None = None
+    """Seeds more jobs after the incident (pinned again after it)."""
 
     async def run_before(self, pilot: Any) -> None:
         from textual import events
@@ -363,6 +394,12 @@ SCREENS: dict[str, Screen] = {
         Screen("browser"),
         Screen("browser-since-sorted", keys=("slash", *"since:90m", "enter", "s")),
         Screen("detail", app_options=(("initial_job", 4),)),
+        Screen(
+            "detail-compare",
+            app_options=(("initial_job", RETRIED_ID),),
+            keys=("d",),
+            more=seed_retried,
+        ),
         Screen("errors", app_options=(("initial_job", 5),), keys=("e", "o")),
         Screen(
             "complete-invalid",
@@ -394,6 +431,9 @@ def prepare(dsn: str, schema: str, screen: Screen) -> AwaApp:
 
     async def seed(client: Client, conn: asyncpg.Connection) -> None:
         await seed_incident(client, conn)
+        if screen.more is not None:
+            await screen.more(client, conn)
+            await pin(conn)
         for statement in screen.sql:
             await conn.execute(statement, FIXED_NOW)
 

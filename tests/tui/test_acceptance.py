@@ -43,7 +43,7 @@ async def test_find_latest_failed_job_and_read_its_kept_output(
         assert "connection reset by warehouse eu-3" in text_of(
             app.screen.query_one("#last-error", Static)
         )
-        assert "Error entry #2 kept" in text_of(app.screen.query_one(OutputPanel))
+        assert "output is kept in error entry #2" in text_of(app.screen.query_one(OutputPanel))
 
         await pilot.press("e")
         await settle(pilot)

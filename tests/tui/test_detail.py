@@ -78,15 +78,20 @@ async def test_absent_outputs_say_why(migrated_dsn: str, schema: str, incident: 
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         screen = detail(app)
-        assert "Not completed yet (waiting_external)" in text_of(screen.query_one(OutputPanel))
+        assert "Waiting for a callback: an output recorded before" in text_of(
+            screen.query_one(OutputPanel)
+        )
         summary = text_of(screen.query_one("#summary"))
         assert "4f1c9a2e-5b7d-4c3a-9e1f-000000000007" in summary
         assert "times out 2026-03-14 10:25:00Z (in 55m)" in summary
         for job_id, expected in (
-            (incident.untyped, "Completed without an output"),
-            (incident.failed, "failed attempts keep their output in the error history"),
-            (incident.dead, "Dead-lettered"),
-            (999, "deleted, or pruned"),
+            (incident.untyped, "The handler recorded none (set_output)."),
+            (
+                incident.failed,
+                "Not completed: a failed attempt's output is kept in error entry #2.",
+            ),
+            (incident.dead, "Dead-lettered (terminal_error), not completed"),
+            (999, "No such job: never inserted in this schema, or pruned with its queue slot."),
         ):
             await pilot.press("escape")
             app.open_job(job_id)

@@ -42,16 +42,28 @@ def test_browser_time_range_sorted(
 def test_detail_typed_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Job 4 (resize_image, general path, tag "upload"): the summary grid, and the output panel
     labelled "type Thumbnail", "size 79 B of 4,096 B", "fits the schema", the stored JSON text
-    highlighted exactly as stored."""
+    highlighted exactly as stored, and under it which attempt wrote it (attempt 1, by its
+    handler, general path) and when its queue slot is pruned."""
     check(snap_compare, migrated_dsn, schema, SCREENS["detail"])
+
+
+def test_detail_compare_diff(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """Job 13 (sync_ledger) failed once after recording {"updated": 0, "skipped": 412, ...}
+    and completed on its retry: the completed output with its provenance line (attempt 2, by
+    its handler, general path, pruned with its queue slot at ~HH:MMZ), then, after d, the
+    diff from the kept output to it: ~ $.updated 0 → 412, ~ $.skipped 412 → 0, ~ $.status,
+    + $.batches; the footer shows d Diff/stacked."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["detail-compare"])
 
 
 def test_error_history_kept_output(
     snap_compare: SnapCompare, migrated_dsn: str, schema: str
 ) -> None:
     """Job 5's three error entries newest first; #3 is terminal, #2 carries the "kept output"
-    marker and is selected, so its SyncReport output is shown below with the note that only
-    the latest failed attempt with an output keeps it."""
+    marker and is selected, so its SyncReport output is shown below with its provenance line
+    (attempt 2, by its handler, which failed, kept in error entry #2, kept at least until
+    ~2026-03-17 07:59Z) and the note that only the latest failed attempt with an output keeps
+    it."""
     check(snap_compare, migrated_dsn, schema, SCREENS["errors"])
 
 
