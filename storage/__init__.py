@@ -17,7 +17,14 @@ from storage.insert.plan import kind_of
 from storage.ops.callbacks import ExternalCompletion
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.failure_groups import FailureGroupMembers
-from storage.read.listing_filter import FilterFields, ListFilter, SortColumn, SortKey, SortOrder
+from storage.read.listing_filter import (
+    FilterFields,
+    ListFilter,
+    OutputMatch,
+    SortColumn,
+    SortKey,
+    SortOrder,
+)
 from storage.runtime.job import Job
 from storage.tasks import Tasks, TaskSpec
 from storage.values.errors import (
@@ -112,6 +119,7 @@ __all__ = [
     "OutputDecodeError",
     "OutputError",
     "OutputErrorReason",
+    "OutputMatch",
     "OutputSlot",
     "PeriodicSchedule",
     "PermissionDenied",
