@@ -28,7 +28,15 @@ from awa_tui.http.bodies import (
 from awa_tui.http.errors import ApiError
 from awa_tui.http.paging import TIME_RANGE, decode_cursor, time_bound
 from awa_tui.query import TAB_NAMES, tab_named
-from storage import JobNotFound, JobState, ListFilter, SortColumn, SortOrder
+from storage import (
+    InvalidFilter,
+    JobNotFound,
+    JobState,
+    ListFilter,
+    OutputMatch,
+    SortColumn,
+    SortOrder,
+)
 
 MAX_PAGE = 500
 JobId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -48,6 +56,27 @@ SORT_HELP = (
     "(available, scheduled, retryable, running, waiting_external); oldest id first (id) not "
     "for completed or every state: no index serves those orders, so they are refused (400)."
 )
+
+
+OUT_HELP = (
+    "Only jobs whose output holds this text in a value, as the console's out:TEXT (completed "
+    "jobs by their output, others by the output their failed attempt kept). A path is matched "
+    "with out.PATH=VALUE (out.status=partial, out.items.0.id=x-17), one at a time. Both need "
+    "since: outputs are searched within a time range."
+)
+
+
+def output_match(text: str | None, request: Request) -> OutputMatch | None:
+    """``out=TEXT`` and ``out.PATH=VALUE`` (a dotted path, one of each) as an ``OutputMatch``;
+    ``InvalidFilter`` (400) when it cannot be read."""
+    paths = [
+        (k[len("out.") :], v) for k, v in request.query_params.multi_items() if k[:4] == "out."
+    ]
+    if len(paths) > 1:
+        raise InvalidFilter("One out.PATH=VALUE at a time.")
+    if not paths:
+        return None if text is None else OutputMatch(text=text)
+    return OutputMatch.at(*paths[0], text=text)
 
 
 @router.get(
@@ -83,6 +112,7 @@ async def list_jobs(
         ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    out: Annotated[str | None, Query(description=OUT_HELP)] = None,
 ) -> Response:
     order = SortOrder.parse(sort)
     if before_id is not None and (cursor is not None or order != SortOrder()):
@@ -103,6 +133,7 @@ async def list_jobs(
         queue=queue,
         since=time_bound("since", since),
         before=time_bound("before", before),
+        output=output_match(out, request),
     )
     page = await client_of(request).browse(
         where,
