@@ -17,6 +17,7 @@ from storage.insert.plan import kind_of
 from storage.ops.callbacks import ExternalCompletion
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.failure_groups import FailureGroupMembers
+from storage.read.last_output import LAST_GOOD_BOUND, LastGoodOutput
 from storage.read.listing_filter import (
     FilterFields,
     ListFilter,
@@ -80,6 +81,7 @@ from storage.values.schema import Violation, schema_violations
 
 __all__ = [
     "HEARTBEAT_STALE_SECONDS",
+    "LAST_GOOD_BOUND",
     "MAX_OUTPUT_BYTES",
     "ArgsValidationError",
     "AttemptSpan",
@@ -113,6 +115,7 @@ __all__ = [
     "JobRow",
     "JobState",
     "KindSummary",
+    "LastGoodOutput",
     "ListFilter",
     "MaintenanceSettings",
     "OperationTimeout",

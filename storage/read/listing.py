@@ -168,8 +168,8 @@ _MASK = (
 PLAN_WITH_VALUES = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 NO_OUTPUTS = (
-    "This schema has no output columns (it is at migration v001), so outputs cannot be "
-    "searched; migrate it first (awa-tui migrate)."
+    "This schema has no output columns (it is at migration v001), so it keeps no outputs to "
+    "search or read; migrate it first (awa-tui migrate)."
 )
 
 COMPACT_CHUNK = 4
