@@ -23,6 +23,7 @@ from awa_tui.timefmt import relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
+from awa_tui.widgets.last_good import LastGoodPanel, kept_output
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
 from storage import JobKindDescriptor, JobRow
@@ -78,6 +79,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             yield Static(f"Loading job {self.job_id}…", id="summary")
             yield Static("", id="actions-line")
             yield OutputPanel(id="output")
+            yield LastGoodPanel(id="last-good")
             yield Label("Last error", classes="section-title", id="error-title")
             yield Static("", id="last-error")
             yield Label("Args", classes="section-title")
@@ -176,10 +178,23 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         if kept is not None and row.output_text is not None:
             note = f"A failed attempt's output is also kept in error entry #{kept + 1} (e)."
         output.show(row.output_text, self.descriptor, absence=why_absent(row), note=note)
+        self._show_last_good(row)
         self._render_error(row)
         self.query_one("#args", JsonView).show_value(row.args)
         self.query_one("#metadata", JsonView).show_value(row.metadata)
         self.query_one("#progress", JsonView).show_value(row.progress)
+
+    def _show_last_good(self, row: JobRow) -> None:
+        """A failed attempt's kept output beside the last good output of its kind and queue."""
+        panel, kept = self.query_one(LastGoodPanel), kept_output(row)
+        if kept is None:
+            panel.hide()
+            return
+        position = row.kept_output_position()
+        label = f"Kept by the failed attempt of error entry #{(position or 0) + 1}"
+        panel.follow(
+            self.awa.client, row.kind, row.queue, self.awa.now(), kept=kept, kept_label=label
+        )
 
     def _render_error(self, row: JobRow) -> None:
         box = self.query_one("#last-error", Static)
