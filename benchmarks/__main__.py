@@ -29,6 +29,7 @@ CASES = (
     "console_soak",
     "http_completions",
     "wakeup",
+    "last_good_output",
     "peers",
 )
 QUICK = [case for case in CASES if case not in ("peers", "console_soak")]

@@ -363,6 +363,7 @@ SCREENS: dict[str, Screen] = {
         Screen("browser"),
         Screen("browser-since-sorted", keys=("slash", *"since:90m", "enter", "s")),
         Screen("detail", app_options=(("initial_job", 4),)),
+        Screen("detail-kept", app_options=(("initial_job", 5),)),
         Screen("errors", app_options=(("initial_job", 5),), keys=("e", "o")),
         Screen(
             "complete-invalid",

@@ -29,7 +29,7 @@ async def test_a_failed_jobs_kept_output_is_shown_beside_the_last_good_one_of_it
         assert "Kept by the failed attempt of error entry #1" in shown
         assert DECLINED in shown.replace(" ", "")
         assert "Last good output of charge_card in queue payments" in shown
-        assert "None among the latest 200 compact completion batches" in shown  # none yet
+        assert "None among the latest 1,000 compact and 1,000 general-path" in shown  # none yet
 
     good = await client.insert(ChargeCard(order_id=513, amount_cents=1000))
     await work(client, "payments")
@@ -73,4 +73,4 @@ async def test_the_kinds_screen_shows_the_selected_kinds_last_good_output(
         in seen["send_email"]
     )
     assert '"message_id":"msg-000003"' in seen["send_email"]
-    assert "None among the latest 200" in seen["sync_inventory"]  # it never completed
+    assert "None among the latest 1,000" in seen["sync_inventory"]  # it never completed
