@@ -26,6 +26,7 @@ from storage.read.listing_filter import (
     SortKey,
     SortOrder,
 )
+from storage.read.timeline import error_positions
 from storage.runtime.job import Job
 from storage.tasks import Tasks, TaskSpec
 from storage.values.errors import (
@@ -149,6 +150,7 @@ __all__ = [
     "WaitForCallback",
     "check_schema_name",
     "encode_output",
+    "error_positions",
     "kind_of",
     "migrate",
     "redact_dsn",
