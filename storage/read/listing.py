@@ -19,9 +19,9 @@ boolean value anywhere in the args or the payload (tags, metadata values, error 
 case-insensitively as a substring. It never matches JSON syntax (quotes, escapes).
 
 An output search (``ListFilter.output``) reads a completed job's output on either path (the
-done entry's ``output``, the compact row's own element ``outputs[i]``: each row tested reads
-its batch's array, so its cost grows with the rows in the time range, which it requires) and
-any other job's kept failed output from its payload.
+done entry's ``output``; on the compact path the array of each batch the walk reaches, read
+once per batch, and the row's own element of it) and any other job's kept failed output from
+its payload. Its cost grows with the jobs in the time range, which it requires.
 """
 
 from __future__ import annotations
