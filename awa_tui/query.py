@@ -1,5 +1,5 @@
 """What the job browser shows: a state tab and the filter (``kind:``, ``queue:``, ``id:``,
-``since:``, ``before:``, ``sort:`` and text)."""
+``since:``, ``before:``, ``sort:``, ``out:``, ``out.PATH=VALUE`` and text)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import shlex
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from storage import InvalidFilter, JobRow, JobState, ListFilter, SortColumn, SortOrder
+from storage import (
+    InvalidFilter,
+    JobRow,
+    JobState,
+    ListFilter,
+    OutputMatch,
+    SortColumn,
+    SortOrder,
+)
 
 TABS: tuple[str, ...] = (
     "all",
@@ -61,6 +69,11 @@ TAB_NAMES = tuple(TAB_LABELS[tab].lower() for tab in TABS)
 
 NEWEST = SortOrder()
 """The default order: newest id first."""
+
+OUTPUT_WINDOW = timedelta(hours=1)
+OUTPUT_WINDOW_TEXT = "1h"
+"""The time range an output search reads when the filter has no ``since:``: the hour up to
+``before:`` (or now). Storage searches outputs only within a range (``ListFilter.output``)."""
 
 
 class FilterSyntaxError(ValueError):
@@ -133,6 +146,8 @@ class JobQuery:
     """As typed (``1h``, ``2026-11-30``): a duration is read against the clock at each load."""
     before: str | None = None
     sort: SortOrder = NEWEST
+    output: OutputMatch | None = None
+    """``out:TEXT`` and ``out.PATH=VALUE``: jobs by their output (``ListFilter.output``)."""
 
     @property
     def state(self) -> JobState | None:
@@ -146,25 +161,34 @@ class JobQuery:
         """The jobs this view lists, counts and acts on (the sort is passed to ``browse``
         apart: a bulk action has none); ``since``/``before`` durations are read against
         ``now``. A value storage refuses raises ``InvalidFilter``."""
+        before = moment("before", self.before, now) if self.before else None
+        since = moment("since", self.since, now) if self.since else None
+        if since is None and self.output is not None:
+            since = (before or now) - OUTPUT_WINDOW
         return ListFilter(
-            self.state,
-            self.dlq,
-            self.kind,
-            self.queue,
-            self.search,
-            moment("since", self.since, now) if self.since else None,
-            moment("before", self.before, now) if self.before else None,
+            self.state, self.dlq, self.kind, self.queue, self.search, since, before, self.output
         )
+
+    @property
+    def default_window(self) -> bool:
+        """Whether an output search reads ``OUTPUT_WINDOW`` because no ``since:`` was typed."""
+        return self.output is not None and self.since is None
+
+    @property
+    def has_time_range(self) -> bool:
+        return bool(self.since or self.before or self.default_window)
 
     @property
     def has_filter(self) -> bool:
         """Whether anything narrows the rows (a sort does not)."""
-        return bool(self.narrowing or self.since or self.before)
+        return bool(self.narrowing or self.has_time_range)
 
     @property
     def narrowing(self) -> bool:
-        """Whether kind, queue, id or text narrow the rows (what the tab counts ignore)."""
-        return bool(self.kind or self.queue or self.search or self.job_id is not None)
+        """Whether kind, queue, id, text or output narrow the rows (what tab counts ignore)."""
+        return bool(
+            self.kind or self.queue or self.search or self.output or self.job_id is not None
+        )
 
     def sort_refusal(self) -> str | None:
         """Why this tab's rows cannot be read in ``sort`` (None: they can)."""
@@ -208,6 +232,7 @@ class JobQuery:
             since=parsed.since,
             before=parsed.before,
             sort=parsed.sort,
+            output=parsed.output,
         )
         since = moment("since", query.since, now) if query.since else None
         before = moment("before", query.before, now) if query.before else None
@@ -241,10 +266,15 @@ class JobQuery:
             parts.append(f"in queue {self.queue}")
         if self.search:
             parts.append(f'matching "{self.search}"')
+        if self.output is not None:
+            parts.append(f"whose output {describe_output(self.output)}")
         if self.since:
             parts.append(f"since {self.since}")
         if self.before:
             parts.append(f"before {self.before}")
+        if self.default_window:
+            window = "in the hour up to before:" if self.before else f"since {OUTPUT_WINDOW_TEXT}"
+            parts.append(f"{window} (the default for out:; since: widens it)")
         if self.job_id is not None:
             parts.append(f"with id {self.job_id}")
         return " ".join(parts)
@@ -278,8 +308,11 @@ def parse_filter(text: str) -> JobQuery:
     job_id: int | None = None
     sort = NEWEST
     words: list[str] = []
+    out = _OutputTerms()
     for token in tokens:
         key, sep, value = token.partition(":")
+        if out.read(token):
+            continue
         if sep and key in ("kind", "queue", "id", "since", "before", "sort"):
             if not value:
                 raise FilterSyntaxError(f"Filter: {key}: needs a value.")
@@ -301,8 +334,71 @@ def parse_filter(text: str) -> JobQuery:
             words.append(token)
     search = " ".join(words) or None
     return JobQuery(
-        kind=kind, queue=queue, job_id=job_id, search=search, since=since, before=before, sort=sort
+        kind=kind,
+        queue=queue,
+        job_id=job_id,
+        search=search,
+        since=since,
+        before=before,
+        sort=sort,
+        output=out.match(),
     )
+
+
+class _OutputTerms:
+    """``out:TEXT`` and ``out.PATH=VALUE`` as they are read from the filter, one of each."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+        self.path: tuple[str, str] | None = None
+
+    def read(self, token: str) -> bool:
+        """Take ``token`` if it is an output term (True); refuse one that cannot be read."""
+        if token.startswith("out:"):
+            if self.text is not None:
+                raise FilterSyntaxError("Filter: one out: term at a time (quote several words).")
+            self.text = token[len("out:") :]
+            if not self.text:
+                raise FilterSyntaxError("Filter: out: needs the text to look for in outputs.")
+            return True
+        if not token.startswith("out."):
+            return False
+        dotted, sep, value = token[len("out.") :].partition("=")
+        if not sep or not dotted or not value:
+            raise FilterSyntaxError(
+                "Filter: an output path is out.PATH=VALUE (out.status=partial, out.a.b=1)."
+            )
+        if self.path is not None:
+            raise FilterSyntaxError("Filter: one out.PATH=VALUE term at a time.")
+        self.path = (dotted, value)
+        return True
+
+    def match(self) -> OutputMatch | None:
+        if self.text is None and self.path is None:
+            return None
+        try:
+            if self.path is None:
+                return OutputMatch(text=self.text)
+            return OutputMatch.at(*self.path, text=self.text)
+        except InvalidFilter as exc:
+            raise FilterSyntaxError(f"Filter: {exc}") from None
+
+
+def describe_output(match: OutputMatch) -> str:
+    """``has status = "partial"`` / ``contains "timeout"`` for the status line."""
+    parts = []
+    if match.dotted is not None:
+        parts.append(f'has {match.dotted} = "{match.value}"')
+    if match.text is not None:
+        parts.append(f'contains "{match.text}"')
+    return " and ".join(parts)
+
+
+def _quoted(value: str) -> str:
+    """``value`` as the filter reads it back as one token."""
+    if not value or not any(c.isspace() or c in "\"'" for c in value):
+        return value
+    return f"'{value}'" if '"' in value else f'"{value}"'
 
 
 def format_filter(query: JobQuery) -> str:
@@ -319,6 +415,11 @@ def format_filter(query: JobQuery) -> str:
         parts.append(f"before:{query.before}")
     if query.sort != NEWEST:
         parts.append(f"sort:{query.sort.text}")
+    if query.output is not None:
+        if query.output.text is not None:
+            parts.append(f"out:{_quoted(query.output.text)}")
+        if query.output.dotted is not None and query.output.value is not None:
+            parts.append(f"out.{query.output.dotted}={_quoted(query.output.value)}")
     if query.search:
         parts.append(query.search)
     return " ".join(parts)

@@ -32,6 +32,7 @@ CASES = (
     "metrics_scrape",
     "idle_fleet",
     "processes",
+    "last_good_output",
     "peers",
 )
 QUICK = [case for case in CASES if case not in ("peers", "console_soak")]

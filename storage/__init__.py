@@ -20,7 +20,16 @@ from storage.ops.callbacks import ExternalCompletion
 from storage.ops.declared_output import DeclaredOutput, external_output_text
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.failure_groups import FailureGroupMembers
-from storage.read.listing_filter import FilterFields, ListFilter, SortColumn, SortKey, SortOrder
+from storage.read.last_output import LAST_GOOD_BOUND, LastGoodOutput
+from storage.read.listing_filter import (
+    FilterFields,
+    ListFilter,
+    OutputMatch,
+    SortColumn,
+    SortKey,
+    SortOrder,
+)
+from storage.read.timeline import error_positions
 from storage.runtime.job import Job
 from storage.tasks import Tasks, TaskSpec
 from storage.values.errors import (
@@ -80,6 +89,7 @@ from storage.values.schema import Violation, schema_violations
 
 __all__ = [
     "HEARTBEAT_STALE_SECONDS",
+    "LAST_GOOD_BOUND",
     "MAX_OUTPUT_BYTES",
     "Absence",
     "ArgsValidationError",
@@ -119,6 +129,7 @@ __all__ = [
     "JsonChange",
     "JsonDiff",
     "KindSummary",
+    "LastGoodOutput",
     "ListFilter",
     "MaintenanceSettings",
     "NoOutput",
@@ -126,6 +137,7 @@ __all__ = [
     "OutputDecodeError",
     "OutputError",
     "OutputErrorReason",
+    "OutputMatch",
     "OutputSlot",
     "PeriodicSchedule",
     "PermissionDenied",
@@ -155,6 +167,7 @@ __all__ = [
     "WaitForCallback",
     "check_schema_name",
     "encode_output",
+    "error_positions",
     "external_output_text",
     "json_diff",
     "kind_of",

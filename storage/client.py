@@ -433,6 +433,7 @@ class Client:
     resume_queue = Delegated("operations", Operations.resume_queue)
     list_queues = Delegated("operations", Operations.list_queues)
     list_schemas = Delegated("operations", Operations.list_schemas)
+    last_good_output = Delegated("operations", Operations.last_good_output)
     failure_groups = Delegated("operations", Operations.failure_groups)
     failure_group_jobs = Delegated("operations", Operations.failure_group_jobs)
     attempt_timeline = Delegated("operations", Operations.attempt_timeline)

@@ -19,6 +19,7 @@ from storage.read import (
     counting,
     descriptors,
     failure_groups,
+    last_output,
     listing,
     one_job,
     queues,
@@ -190,6 +191,16 @@ class Operations:
                 continue
             done += 1
         return done
+
+    async def last_good_output(
+        self, kind: str, queue: str | None = None
+    ) -> last_output.LastGoodOutput | None:
+        """The most recent completed output of ``kind`` (in ``queue`` when given): what a
+        failed attempt's kept output is compared with. Bounded: None means none among
+        ``storage.read.last_output.LAST_GOOD_BOUND``, not "never"."""
+        async with self._session.connection("last_good_output") as conn:
+            outputs = await self._session.probe.present(conn)
+            return await last_output.last_good_output(conn, kind, queue, outputs=outputs)
 
     # -- queues and failure groups (storage.read.queues, storage.read.failure_groups) ----------
     async def pause_queue(self, queue: str) -> None:

@@ -9,6 +9,7 @@ decides, ``InvalidJobState``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -30,7 +31,7 @@ from awa_tui.http.errors import ApiError
 from awa_tui.http.paging import TIME_RANGE, decode_cursor
 from awa_tui.http.search import Q_HELP, job_filter
 from awa_tui.query import TAB_NAMES
-from storage import InvalidFilter, JobNotFound, JobState, SortColumn, SortOrder
+from storage import InvalidFilter, JobNotFound, JobState, OutputMatch, SortColumn, SortOrder
 
 MAX_PAGE = 500
 JobId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -50,6 +51,27 @@ SORT_HELP = (
     "(available, scheduled, retryable, running, waiting_external); oldest id first (id) not "
     "for completed or every state: no index serves those orders, so they are refused (400)."
 )
+
+
+OUT_HELP = (
+    "Only jobs whose output holds this text in a value, as the console's out:TEXT (completed "
+    "jobs by their output, others by the output their failed attempt kept). A path is matched "
+    "with out.PATH=VALUE (out.status=partial, out.items.0.id=x-17), one at a time. Both need "
+    "since: outputs are searched within a time range."
+)
+
+
+def output_match(text: str | None, request: Request) -> OutputMatch | None:
+    """``out=TEXT`` and ``out.PATH=VALUE`` (a dotted path, one of each) as an ``OutputMatch``;
+    ``InvalidFilter`` (400) when it cannot be read."""
+    paths = [
+        (k[len("out.") :], v) for k, v in request.query_params.multi_items() if k[:4] == "out."
+    ]
+    if len(paths) > 1:
+        raise InvalidFilter("One out.PATH=VALUE at a time.")
+    if not paths:
+        return None if text is None else OutputMatch(text=text)
+    return OutputMatch.at(*paths[0], text=text)
 
 
 @router.get(
@@ -86,6 +108,7 @@ async def list_jobs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     q: Annotated[str | None, Query(max_length=1024, description=Q_HELP)] = None,
+    out: Annotated[str | None, Query(description=OUT_HELP)] = None,
 ) -> Response:
     found = job_filter(
         state=state,
@@ -108,6 +131,11 @@ async def list_jobs(
             "before_id pages the default order (newest first) only; pass cursor (next_cursor "
             "of the previous page) instead.",
         )
+    output = output_match(out, request)
+    if output is not None:
+        if where.output is not None:
+            raise InvalidFilter("Give the output search once: out in q or as out=, not both.")
+        where = replace(where, output=output)
     page = await client_of(request).browse(
         where,
         sort=order,

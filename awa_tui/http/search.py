@@ -94,5 +94,6 @@ def searched(where: ListFilter, sort: SortOrder, q: str | None) -> Search:
         search=parsed.search,
         since=since or where.since,
         before=before or where.before,
+        output=parsed.output or where.output,
     )
     return Search(narrowed, parsed.sort if parsed.sort != NEWEST else sort, parsed.job_id)

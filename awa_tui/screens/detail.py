@@ -24,6 +24,7 @@ from awa_tui.timefmt import relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
+from awa_tui.widgets.last_good import LastGoodPanel, kept_output
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
@@ -93,6 +94,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             yield Static("", id="actions-line")
             yield OutputPanel(id="output")
             yield OutputCompare(id="compare")
+            yield LastGoodPanel(id="last-good")
             yield Label("Last error", classes="section-title", id="error-title")
             yield Static("", id="last-error")
             yield Label("Args", classes="section-title")
@@ -193,6 +195,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         summary.update(summary_table(row, self.descriptor, now))
         self.query_one("#actions-line", Static).update(self.actions_text(row))
         self._render_outputs(row, output, absence, now)
+        self._show_last_good(row)
         self._render_error(row)
         self.query_one("#args", JsonView).show_value(row.args)
         self.query_one("#metadata", JsonView).show_value(row.metadata)
@@ -222,6 +225,18 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         )
         after = ("the completed output", row.output)
         self.query_one(OutputCompare).show_pair(compared, after, self.descriptor)
+
+    def _show_last_good(self, row: JobRow) -> None:
+        """A failed attempt's kept output beside the last good output of its kind and queue."""
+        panel, kept = self.query_one(LastGoodPanel), kept_output(row)
+        if kept is None:
+            panel.hide()
+            return
+        position = row.kept_output_position()
+        label = f"Kept by the failed attempt of error entry #{(position or 0) + 1}"
+        panel.follow(
+            self.awa.client, row.kind, row.queue, self.awa.now(), kept=kept, kept_label=label
+        )
 
     def _render_error(self, row: JobRow) -> None:
         box = self.query_one("#last-error", Static)

@@ -43,7 +43,10 @@ class JobsScreen(AwaScreen):
         "jobs for R, X and D; A acts on everything the filter matches.\n"
         "Filter (/): kind:NAME queue:NAME id:42 since:1h before:2026-11-30T10:00 "
         "sort:-when (id, when, attempts; - for descending) and free text (quotes group "
-        "words). id:N shows job N on its own state's tab. s cycles the sort, o reverses it."
+        "words). id:N shows job N on its own state's tab. s cycles the sort, o reverses it.\n"
+        "Outputs: out:TEXT (any value in the output) and out.PATH=VALUE (out.status=partial, "
+        "out.summary.rows=0, out.items.0.id=x): completed jobs by their output, others by the "
+        "output their failed attempt kept; without since: the last hour is searched."
     )
     READ_GROUP = "jobs"
     WRITE_ACTIONS = WRITE_ACTIONS

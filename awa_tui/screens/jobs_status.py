@@ -67,9 +67,9 @@ def counts_note(query: JobQuery) -> list[str]:
     """What the tab counts follow: the time range (``storage.read.counting`` bounds it by index),
     never kind, queue, id or text (counting those would read every matching row)."""
     if query.narrowing:
-        follows = " (they follow the time range)" if query.since or query.before else ""
+        follows = " (they follow the time range)" if query.has_time_range else ""
         return [f"tab counts ignore kind/queue/id/text{follows}"]
-    if query.since or query.before:
+    if query.has_time_range:
         return ["tab counts: this time range"]
     return []
 

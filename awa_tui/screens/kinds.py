@@ -1,4 +1,5 @@
-"""Every kind: its descriptor, declared output type and schema, job counts, stale flags."""
+"""Every kind: its descriptor, declared output type and schema, job counts, stale flags, and
+the selected kind's last good output."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from awa_tui.screens.base import Jump
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
 from awa_tui.widgets.json_view import JsonView
+from awa_tui.widgets.last_good import LastGoodPanel
 from storage import Client, JobState, KindSummary
 
 COUNTED = (
@@ -39,7 +41,8 @@ class KindsScreen(TableScreen[KindSummary]):
     HELP = (
         "Every kind a runtime declared or a job uses: its jobs by state, its declared output "
         "type and schema, and whether its descriptor is current. Enter opens the browser on "
-        "the kind's jobs (esc comes back to this row); s shows its output schema."
+        "the kind's jobs (esc comes back to this row); s shows its output schema. Below the "
+        "descriptor, the kind's last good output: its most recent completed output."
     )
     JUMP = Jump("K", "kinds", "Kinds")
     READ_GROUP = "kinds"
@@ -66,6 +69,7 @@ class KindsScreen(TableScreen[KindSummary]):
 
     def compose_detail(self) -> ComposeResult:
         yield Static("", id="kind-descriptor")
+        yield LastGoodPanel(id="kind-last-good")
         yield Label("Output schema", classes="section-title", id="kind-schema-title")
         yield JsonView(id="kind-schema", empty="(no schema published)")
         yield Label("Extra", classes="section-title", id="kind-extra-title")
@@ -103,8 +107,10 @@ class KindsScreen(TableScreen[KindSummary]):
         box = self.query_one("#kind-descriptor", Static)
         if summary is None:
             box.update(Text(EMPTY if self.loaded else "", style="dim"))
+            self.query_one(LastGoodPanel).hide()
             return
         box.update(descriptor_renderable(summary, self.awa.now()))
+        self.query_one(LastGoodPanel).follow(self.awa.client, summary.kind, None, self.awa.now())
         d = summary.descriptor
         schema = d.output_schema if d is not None else None
         extra = d.extra if d is not None else {}

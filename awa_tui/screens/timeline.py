@@ -2,7 +2,8 @@
 
 One row per readiness of the job, oldest first: when it became ready, when it was claimed, its
 last heartbeat and progress and its callback while it runs, and how and when it ended, with the
-time it took; the error each failed attempt recorded is matched by attempt number. Everything
+time it took; the error each failed attempt recorded is matched by position
+(``storage.error_positions``: attempt numbers restart after a DLQ retry). Everything
 comes from what storage keeps (``Client.attempt_timeline``), so an attempt older than the
 rings' retention shows with no claim, and a finished attempt has no heartbeat left.
 """
@@ -25,7 +26,7 @@ from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
-from storage import AttemptSpan, JobRow
+from storage import AttemptSpan, JobRow, error_positions
 
 OUTCOMES = {
     "completed": ("completed", "green"),
@@ -113,10 +114,10 @@ class TimelineScreen(AwaScreen):
             return
         self.spans = message.spans
         now = self.awa.now()
-        errors = {e.get("attempt"): str(e.get("error", "")) for e in self.row.errors}
+        errors = self._errors()
         table = self.query_one(DataTable)
         table.clear()
-        for span in self.spans:
+        for index, span in enumerate(self.spans):
             code = span.outcome or ("waiting" if span.waiting else "running")
             if span.claimed_at is None:
                 code = "not claimed"
@@ -129,7 +130,7 @@ class TimelineScreen(AwaScreen):
                 took(span.duration),
                 Text(outcome, style=style),
                 _live(span, now),
-                Text(one_line(errors.get(span.attempt), 30), style="red"),
+                Text(one_line(errors[index], 30), style="red"),
                 key=str(span.run_lease),
             )
         self.show_current()
@@ -145,13 +146,18 @@ class TimelineScreen(AwaScreen):
             style="dim",
         )
         row = self.query_one(DataTable).cursor_row
-        if 0 <= row < shown:
-            attempt = self.spans[row].attempt
-            for entry in self.row.errors:
-                if entry.get("attempt") == attempt:
-                    note.append(f"\nAttempt {attempt}: ", style="bold")
-                    note.append(str(entry.get("error", "")), style="red")
+        if 0 <= row < shown and (error := self._errors()[row]) is not None:
+            note.append(f"\nAttempt {self.spans[row].attempt}: ", style="bold")
+            note.append(error, style="red")
         self.query_one("#tl-note", Static).update(note)
+
+    def _errors(self) -> list[str | None]:
+        """Each span's error text, matched by position (``storage.error_positions``)."""
+        errors = self.row.errors
+        return [
+            None if at is None else str(errors[at].get("error", ""))
+            for at in error_positions(self.spans, errors)
+        ]
 
     def action_back(self) -> None:
         self.dismiss()

@@ -1,5 +1,5 @@
-"""The browser's filter: ``kind:``, ``queue:``, ``id:``, ``since:``, ``before:``, ``sort:`` and
-free text."""
+"""The browser's filter: ``kind:``, ``queue:``, ``id:``, ``since:``, ``before:``, ``sort:``,
+``out:``, ``out.PATH=VALUE`` and free text."""
 
 from __future__ import annotations
 

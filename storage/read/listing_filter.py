@@ -167,25 +167,41 @@ def row_time(row: JobRow) -> datetime | None:
     return row.run_at
 
 
+def _scalars_match(value: str, pattern: str) -> str:
+    """Whether a string, number or boolean anywhere in the jsonb ``value`` (``#>> '{}'`` is a
+    scalar's text without JSON quoting) is ILIKE ``pattern``: what search text matches."""
+    return f"""EXISTS (SELECT 1 FROM jsonb_path_query({value}, 'strict $.**') v
+                    WHERE jsonb_typeof(v) IN ('string', 'number', 'boolean')
+                      AND v #>> '{{}}' ILIKE {pattern})"""
+
+
+KEPT_OUTPUT = "jsonb_path_query_first(%s, '$.errors[*].output')"
+"""The output a failed attempt kept, from a payload: only the latest entry that recorded one
+keeps it (ADR-048), so the first found is the one."""
+
 # $1 cursor id, $2 kind, $3 queue, $4 search pattern (ILIKE, % _ \\ escaped), $5 limit,
-# $6 since, $7 before; a statement's own parameters follow from $8, then the cursor value of a
-# non-id order. The search looks at scalar values (``#>> '{}'`` is a value's text without JSON
-# quoting). A NULL bound folds away when PostgreSQL plans with the values.
-FILTER = """
+# $6 since, $7 before, $8 output text pattern, $9 output path (text[]), $10 the value at that
+# path; a statement's own parameters follow from $11, then the cursor value of a non-id order.
+# The search looks at scalar values (``_scalars_match``). An output term looks at the output
+# the row is searched by (%(output)s: the completed output of a completed job, on either path,
+# else the output its failed attempt kept), compared as text: ``#>>`` gives a scalar's text
+# without JSON quoting. A NULL bound folds away when PostgreSQL plans with the values.
+FILTER = f"""
    AND %(cursor)s
    AND ($2::text IS NULL OR r.kind = $2)
    AND ($3::text IS NULL OR r.queue = $3)
    AND ($6::timestamptz IS NULL OR %(time)s >= $6)
    AND ($7::timestamptz IS NULL OR %(time)s < $7)
    AND ($4::text IS NULL OR r.kind ILIKE $4 OR r.queue ILIKE $4
-        OR EXISTS (SELECT 1 FROM jsonb_path_query(r.args, 'strict $.**') v
-                    WHERE jsonb_typeof(v) IN ('string', 'number', 'boolean')
-                      AND v #>> '{}' ILIKE $4)
-        OR EXISTS (SELECT 1 FROM jsonb_path_query(%(payload)s, 'strict $.**') v
-                    WHERE jsonb_typeof(v) IN ('string', 'number', 'boolean')
-                      AND v #>> '{}' ILIKE $4))
+        OR {_scalars_match("r.args", "$4")}
+        OR {_scalars_match("%(payload)s", "$4")})
+   AND ($8::text IS NULL AND $9::text[] IS NULL
+        OR EXISTS (SELECT 1 FROM (SELECT %(output)s AS v) o
+                    WHERE o.v IS NOT NULL
+                      AND ($8::text IS NULL OR {_scalars_match("o.v", "$8")})
+                      AND ($9::text[] IS NULL OR o.v #>> $9 = $10)))
 """
-COMMON_PARAMS = 7
+COMMON_PARAMS = 10
 
 
 def _printable(value: object) -> str:
@@ -223,6 +239,53 @@ def check_moment(what: str, value: datetime | None) -> datetime | None:
     return value
 
 
+MAX_OUTPUT_PATH = 16
+
+
+@dataclass(frozen=True)
+class OutputMatch:
+    """What an output search looks for (ADR-048's retained outputs): ``text``, a substring of
+    any string, number or boolean in the output, case-insensitively (``out:TEXT`` in the
+    console); and/or ``value``, the exact text of the scalar at ``path`` (``out.PATH=VALUE``:
+    ``("status",)`` and ``"partial"``; a number compares as written in JSON, ``412``; an array
+    index is a path step, ``items.0``). Checked when built (``at`` reads a dotted path)."""
+
+    text: str | None = None
+    path: tuple[str, ...] | None = None
+    value: str | None = None
+
+    def __post_init__(self) -> None:
+        check_text("output text", self.text)
+        if self.text == "":
+            raise InvalidFilter("out: needs the text to look for in outputs.")
+        if (self.path is None) != (self.value is None):
+            raise InvalidFilter("An output path needs a value: out.PATH=VALUE.")
+        if self.path is not None:
+            steps = self.path
+            if not isinstance(steps, tuple) or not 0 < len(steps) <= MAX_OUTPUT_PATH:
+                raise InvalidFilter(
+                    f"An output path has 1 to {MAX_OUTPUT_PATH} steps: out.status=partial."
+                )
+            if any(not isinstance(step, str) or not step for step in steps):
+                raise InvalidFilter("An output path has an empty step: write out.a.b=VALUE.")
+            for step in steps:
+                check_text("output path", step)
+            check_text("output value", self.value)
+        if self.text is None and self.path is None:
+            raise InvalidFilter("An output search needs text (out:TEXT) or a path (out.PATH=V).")
+
+    @classmethod
+    def at(cls, dotted: str, value: str, text: str | None = None) -> OutputMatch:
+        """The match for ``out.DOTTED=VALUE`` (``dotted`` is ``status`` or ``a.b.0``)."""
+        if not isinstance(dotted, str):
+            raise InvalidFilter("An output path must be text: out.status=partial.")
+        return cls(text, tuple(dotted.split(".")), value)
+
+    @property
+    def dotted(self) -> str | None:
+        return None if self.path is None else ".".join(self.path)
+
+
 class FilterFields(TypedDict, total=False):
     """``ListFilter``'s fields as keywords (``state`` also as text)."""
 
@@ -233,6 +296,7 @@ class FilterFields(TypedDict, total=False):
     search: str | None
     since: datetime | None
     before: datetime | None
+    output: OutputMatch | None
 
 
 @dataclass(frozen=True)
@@ -244,8 +308,11 @@ class ListFilter:
     ``state`` with ``dlq`` False is one state's live or finished jobs (None: every state but
     the DLQ); ``dlq`` True is the dead-letter queue. ``search`` matches kind, queue and the
     values in args and payload (``storage.read.listing``); ``since``/``before`` bound each
-    state's time column (the module docstring). Checked when built: an unknown state, text
-    PostgreSQL cannot take, a naive moment or an empty time range raises ``InvalidFilter``.
+    state's time column (the module docstring). ``output`` (``OutputMatch``) matches completed
+    jobs by their output, on either path, and other jobs by the output their failed attempt
+    kept; it needs ``since``, so that it reads one time range, never the whole history.
+    Checked when built: an unknown state, text PostgreSQL cannot take, a naive moment, an
+    empty time range or an output search without ``since`` raises ``InvalidFilter``.
     """
 
     state: JobState | None = None
@@ -255,6 +322,7 @@ class ListFilter:
     search: str | None = None
     since: datetime | None = None
     before: datetime | None = None
+    output: OutputMatch | None = None
 
     def __post_init__(self) -> None:
         since, before = check_moment("since", self.since), check_moment("before", self.before)
@@ -263,6 +331,14 @@ class ListFilter:
         object.__setattr__(self, "state", parse_state(self.state))
         for what in ("kind", "queue", "search"):
             check_text(what, getattr(self, what))
+        if self.output is not None:
+            if not isinstance(self.output, OutputMatch):
+                raise InvalidFilter("The output filter must be an OutputMatch.")
+            if since is None:
+                raise InvalidFilter(
+                    "An output search needs a time range start (since): outputs are searched "
+                    "within a time range, never the whole history."
+                )
 
     @classmethod
     def of(
@@ -275,9 +351,10 @@ class ListFilter:
         search: str | None = None,
         since: datetime | None = None,
         before: datetime | None = None,
+        output: OutputMatch | None = None,
     ) -> ListFilter:
         """A filter from its fields, ``state`` also as text (``"failed"``)."""
-        return cls(parse_state(state), dlq, kind, queue, search, since, before)
+        return cls(parse_state(state), dlq, kind, queue, search, since, before, output)
 
     @classmethod
     def given(cls, where: ListFilter | None, fields: FilterFields) -> ListFilter:
@@ -292,9 +369,26 @@ class ListFilter:
         return where
 
     def params(self, cursor_id: int, limit: int) -> list[Any]:
-        """$1..$7 of ``FILTER``."""
-        pattern = None
-        if self.search:
-            escaped = self.search.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
-            pattern = f"%{escaped}%"
-        return [cursor_id, self.kind, self.queue, pattern, limit, self.since, self.before]
+        """$1..$10 of ``FILTER``."""
+        out = self.output
+        text, path, value = (out.text, out.path, out.value) if out else (None, None, None)
+        return [
+            cursor_id,
+            self.kind,
+            self.queue,
+            _like(self.search),
+            limit,
+            self.since,
+            self.before,
+            _like(text),
+            None if path is None else list(path),
+            value,
+        ]
+
+
+def _like(text: str | None) -> str | None:
+    """An ILIKE pattern matching ``text`` anywhere (``%``, ``_`` and ``\\`` escaped)."""
+    if not text:
+        return None
+    escaped = text.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+    return f"%{escaped}%"

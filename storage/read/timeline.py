@@ -11,6 +11,9 @@ batches pruned): such an attempt shows as ready with no claim.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from storage.db.pool import Conn
 from storage.values.models import AttemptSpan
 
@@ -66,3 +69,33 @@ async def attempt_timeline(conn: Conn, job_id: int) -> list[AttemptSpan]:
             )
         )
     return spans
+
+
+def error_positions(
+    spans: Sequence[AttemptSpan], errors: Sequence[Mapping[str, Any]]
+) -> list[int | None]:
+    """For each span, the position in ``errors`` of the entry its attempt wrote (None: none).
+
+    By position, not by attempt number (ADR-048: attempt numbers restart after a DLQ retry, so
+    two attempts can both be "attempt 1"): spans and entries are both in the order they
+    happened, so they are merged in that order. An entry matches the next claimed span of its
+    attempt number; an entry of an earlier attempt than the span's (one no span shows: an
+    admin cancel, an attempt whose claim was pruned) is passed over; a span whose attempt wrote
+    no entry (it completed, or was snoozed) gets None.
+    """
+    positions: list[int | None] = []
+    next_entry = 0
+    for span in spans:
+        found = None
+        while span.attempt is not None and next_entry < len(errors):
+            attempt = errors[next_entry].get("attempt")
+            if attempt == span.attempt:
+                found = next_entry
+                next_entry += 1
+                break
+            if isinstance(attempt, int) and attempt < span.attempt:
+                next_entry += 1  # an entry no span shows
+                continue
+            break
+        positions.append(found)
+    return positions

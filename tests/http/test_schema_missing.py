@@ -11,7 +11,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from awa_tui.http.app import create_app
-from storage import Client, JobState
+from storage import Client, InvalidFilter, JobState
 from storage.db.metrics import OutputMetrics
 from storage.db.pool import connect_once
 from tests.http.conftest import AUTH, TOKEN, asgi_client, park
@@ -58,3 +58,16 @@ async def test_a_valid_output_is_dropped_counted_and_the_job_completes(v001_dsn:
         for attrs, value in counter_points(reader, "awa.job.output_dropped")
     ]
     assert dropped == [("hook", "schema_missing", 1)]
+
+
+async def test_outputs_are_not_searched_or_compared_where_none_are_kept(v001_dsn: str) -> None:
+    """Never "nothing there" where a schema keeps no outputs: the search and the last good
+    output are refused in one line, over HTTP (400) and in Python."""
+    async with await Client.connect(v001_dsn, "older") as server:
+        async with asgi_client(create_app(server, token=TOKEN)) as http:
+            http.headers.update(AUTH)
+            answer = await http.get("/api/jobs", params={"since": "1h", "out.status": "x"})
+        assert answer.status_code == 400
+        assert "no output columns (it is at migration v001)" in answer.json()["message"]
+        with pytest.raises(InvalidFilter, match="migrate it first"):
+            await server.last_good_output("hook")

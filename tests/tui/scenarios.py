@@ -400,6 +400,7 @@ SCREENS: dict[str, Screen] = {
             keys=("d",),
             more=seed_retried,
         ),
+        Screen("detail-kept", app_options=(("initial_job", 5),)),
         Screen("errors", app_options=(("initial_job", 5),), keys=("e", "o")),
         Screen(
             "complete-invalid",

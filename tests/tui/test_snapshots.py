@@ -56,6 +56,16 @@ def test_detail_compare_diff(snap_compare: SnapCompare, migrated_dsn: str, schem
     check(snap_compare, migrated_dsn, schema, SCREENS["detail-compare"])
 
 
+def test_detail_kept_output_beside_last_good(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """Job 5 (sync_inventory, failed): no completed output, the SyncReport its failed attempt
+    kept in error entry #2 under "Kept by the failed attempt of error entry #2", and "Last good
+    output of sync_inventory in queue default" saying none is among the latest 1,000 compact
+    and 1,000 general-path completions (the kind never completed)."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["detail-kept"])
+
+
 def test_error_history_kept_output(
     snap_compare: SnapCompare, migrated_dsn: str, schema: str
 ) -> None:

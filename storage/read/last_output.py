@@ -1,0 +1,124 @@
+"""The last good output of a kind: the most recent completed output of the same kind (and,
+when given, queue), what a failed attempt's kept output is compared with ("is this normal for
+this kind?").
+
+Bounded like the queues summary (``storage.read.queues``): it reads the newest compact
+completion batches by finish time holding up to ``COMPACT_SCAN_CAP`` jobs (at most
+``BATCH_SCAN_CAP`` batches) and the newest ``DONE_SCAN_CAP`` completed done entries, through
+the ``finalized_at`` indexes, newest first, and stops at the first batch or entry with an
+output of the kind. A kind not seen there reads as None, and a caller says within what
+(``LAST_GOOD_BOUND``: "none among the latest ... completions"), never as a scan of the whole
+history. A batch's output array is read once, and only for a batch holding jobs of the kind.
+Deleted (tombstoned) jobs are skipped. Both paths are read in one snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from storage.db.pool import Conn, snapshot
+from storage.read.listing import NO_OUTPUTS
+from storage.values.errors import InvalidFilter
+from storage.values.names import check_stored_name
+
+BATCH_SCAN_CAP = 200
+"""Compact completion batches read at most (newest first)."""
+COMPACT_SCAN_CAP = 1_000
+"""Compact completions read at most: the newest batches holding up to this many jobs."""
+DONE_SCAN_CAP = 1_000
+"""General-path completed done entries read at most (newest first)."""
+
+# The newest batches (of every queue: the bound counts what is read, so a quiet queue among busy
+# ones finds none rather than walking the whole index) up to $4 jobs, those of the queue ($2;
+# NULL: any). Per batch: the positions of the kind's jobs (one index probe each: a LIMITed
+# lateral, a join would read every ready row), then one read of the output array for the last
+# of them with an output. The nested loop keeps the batches' order: LIMIT 1 stops at the first
+# batch with a match.
+LAST_COMPACT = """
+SELECT b.job_ids[x.n] AS job_id, b.queue, b.finalized_at, x.output
+  FROM (SELECT w.*, sum(w.completed_count) OVER newest - w.completed_count AS jobs_before
+          FROM (SELECT batch_id, queue, finalized_at, max_job_id, completed_count, job_ids,
+                       run_leases, outputs
+                  FROM receipt_completion_batches
+                 ORDER BY finalized_at DESC, max_job_id DESC LIMIT $3) w
+        WINDOW newest AS (ORDER BY w.finalized_at DESC, w.max_job_id DESC)) b
+ CROSS JOIN LATERAL (
+        SELECT o.n, o.v AS output FROM unnest(b.outputs) WITH ORDINALITY AS o(v, n)
+         WHERE o.v IS NOT NULL
+           AND o.n = ANY (ARRAY(
+                SELECT m.ord
+                  FROM unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS m(job_id, run_lease, ord)
+                 CROSS JOIN LATERAL (
+                        SELECT r.kind FROM ready_entries r
+                         WHERE r.job_id = m.job_id AND r.run_lease = m.run_lease LIMIT 1) r
+                 WHERE r.kind = $1
+                   AND NOT EXISTS (SELECT 1 FROM receipt_completion_tombstones t
+                                    WHERE t.job_id = m.job_id AND t.run_lease = m.run_lease)))
+         ORDER BY o.n DESC LIMIT 1) x
+ WHERE b.jobs_before < $4 AND b.outputs IS NOT NULL AND ($2::text IS NULL OR b.queue = $2)
+ ORDER BY b.finalized_at DESC, b.max_job_id DESC
+ LIMIT 1
+"""
+
+# The newest completed done entries (the (state, finalized_at, job_id) index, v006); those with
+# an output are looked up in ready_entries (one index probe each, the kind and queue checked
+# after it so that the probe stops at the row).
+LAST_DONE = """
+SELECT d.job_id, r.queue, d.finalized_at, d.output
+  FROM (SELECT job_id, run_lease, finalized_at, output FROM done_entries
+         WHERE state = 'completed'
+         ORDER BY finalized_at DESC, job_id DESC LIMIT $3) d
+ CROSS JOIN LATERAL (
+        SELECT r.kind, r.queue FROM ready_entries r
+         WHERE r.job_id = d.job_id AND r.run_lease = d.run_lease LIMIT 1) r
+ WHERE d.output IS NOT NULL AND r.kind = $1 AND ($2::text IS NULL OR r.queue = $2)
+ ORDER BY d.finalized_at DESC, d.job_id DESC
+ LIMIT 1
+"""
+
+
+LAST_GOOD_BOUND = (
+    f"the latest {COMPACT_SCAN_CAP:,} compact and {DONE_SCAN_CAP:,} general-path completions"
+)
+"""What a read that found nothing looked at (a person is told, not shown "none")."""
+
+
+@dataclass(frozen=True)
+class LastGoodOutput:
+    """The most recent completed output of a kind: which job, where, when, and the output as
+    stored (``output_text``, exact JSON text)."""
+
+    kind: str
+    queue: str
+    job_id: int
+    finalized_at: datetime
+    output_text: str
+    storage_path: str  # "compact" | "general"
+
+
+async def last_good_output(
+    conn: Conn,
+    kind: str,
+    queue: str | None = None,
+    *,
+    outputs: bool = True,
+    caps: tuple[int, int] = (COMPACT_SCAN_CAP, DONE_SCAN_CAP),
+) -> LastGoodOutput | None:
+    """The newest completed output of ``kind`` (in ``queue`` when given) among
+    ``LAST_GOOD_BOUND``, in one snapshot. A schema without output columns (v001) is refused:
+    it keeps none to find. ``caps`` (compact jobs, done entries) is for tests of the bound."""
+    check_stored_name(kind, "Kind")
+    if queue is not None:
+        check_stored_name(queue, "Queue")
+    if not outputs:
+        raise InvalidFilter(NO_OUTPUTS)
+    async with snapshot(conn):
+        compact = await conn.fetchrow(LAST_COMPACT, kind, queue, BATCH_SCAN_CAP, caps[0])
+        general = await conn.fetchrow(LAST_DONE, kind, queue, caps[1])
+    found = [
+        LastGoodOutput(kind, r["queue"], r["job_id"], r["finalized_at"], r["output"], path)
+        for r, path in ((compact, "compact"), (general, "general"))
+        if r is not None
+    ]
+    return max(found, key=lambda o: (o.finalized_at, o.job_id), default=None)
