@@ -20,6 +20,7 @@ from storage.read.failure_groups import FailureGroupMembers
 from storage.read.listing_filter import FilterFields, ListFilter, SortColumn, SortKey, SortOrder
 from storage.runtime.job import Job
 from storage.tasks import Tasks, TaskSpec
+from storage.values.audit import AuditEntry, check_actor, default_actor
 from storage.values.errors import (
     ArgsValidationError,
     AwaError,
@@ -76,6 +77,7 @@ __all__ = [
     "MAX_OUTPUT_BYTES",
     "ArgsValidationError",
     "AttemptSpan",
+    "AuditEntry",
     "AwaError",
     "CallbackNotFound",
     "CallbackToken",
@@ -136,7 +138,9 @@ __all__ = [
     "UnstorableText",
     "Violation",
     "WaitForCallback",
+    "check_actor",
     "check_schema_name",
+    "default_actor",
     "encode_output",
     "kind_of",
     "migrate",
