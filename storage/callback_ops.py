@@ -110,7 +110,7 @@ class CallbackOperations:
         reason: str | None = None,
     ) -> JobRow:
         opts.precheck()  # fail before touching the database
-        audit = Recorder(Audit.of(actor, reason))
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         session = self._session
         async with session.connection("complete_external") as conn:
             supported = await session.probe.present(conn)
@@ -169,7 +169,7 @@ class CallbackOperations:
         actor: str | None = None,
         reason: str | None = None,
     ) -> JobRow | None:
-        audit = Recorder(Audit.of(actor, reason))
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         async with self._session.connection("fail_external") as conn:
             job_id = await callbacks.fail_external(
                 conn, callback_id, error, run_lease=run_lease, audit=audit
@@ -189,7 +189,7 @@ class CallbackOperations:
         actor: str | None = None,
         reason: str | None = None,
     ) -> JobRow | None:
-        audit = Recorder(Audit.of(actor, reason))
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         async with self._session.connection("retry_external") as conn:
             job_id = await callbacks.retry_external(
                 conn, callback_id, run_lease=run_lease, audit=audit
@@ -209,7 +209,7 @@ class CallbackOperations:
         actor: str | None = None,
         reason: str | None = None,
     ) -> None:
-        audit = Recorder(Audit.of(actor, reason))
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         async with self._session.connection("heartbeat_callback") as conn:
             await callbacks.heartbeat(conn, callback_id, timeout_seconds, audit=audit)
 

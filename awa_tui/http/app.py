@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import Depends, FastAPI
 
-from awa_tui.http import callbacks, errors, jobs, kinds
+from awa_tui.http import audit, callbacks, errors, jobs, kinds
 from awa_tui.http.auth import Access, authorized
 from awa_tui.http.bodies import ErrorOut
 from awa_tui.http.guard import GuardMiddleware
@@ -44,7 +44,7 @@ def create_app(client: Client, *, token: str | None, read_only: bool = False) ->
             503: {"model": ErrorOut, "description": "The database cannot be reached."},
         },
     }
-    for router in (callbacks.router, jobs.router, kinds.router):
+    for router in (callbacks.router, jobs.router, kinds.router, audit.router):
         app.include_router(router, **api)  # type: ignore[arg-type]
     errors.install(app)
     app.add_middleware(GuardMiddleware)

@@ -61,3 +61,14 @@ async def writable(request: Request) -> None:
             "This server runs with --read-only (a read-only database session), so it changes "
             "no job.",
         )
+
+
+API_ACTOR = "api"
+"""The audit actor of a call made with the one unnamed ``AWA_API_TOKEN`` (or ``--no-auth``)."""
+
+
+def actor_of(request: Request) -> str:
+    """Who a request acts as, for the audit trail: the only place that decides it. Every
+    write route passes this as ``actor=`` to the client."""
+    del request  # one unnamed token today: every caller is the same one
+    return API_ACTOR

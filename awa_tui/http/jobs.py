@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from awa_tui.http.auth import writable
+from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import (
     ErrorOut,
+    JobActionBody,
     JobListOut,
     JobOut,
+    RetryJobBody,
     client_of,
     job_answer,
     job_json,
@@ -135,8 +137,14 @@ ACTION: dict[int | str, dict[str, Any]] = {
     dependencies=[Depends(writable)],
     summary="Retry a failed, cancelled or dead-lettered job",
 )
-async def retry_job(job_id: JobId, request: Request) -> Response:
-    return job_answer(await client_of(request).retry_job(job_id))
+async def retry_job(
+    job_id: JobId, request: Request, body: Annotated[RetryJobBody | None, Body()] = None
+) -> Response:
+    body = body or RetryJobBody()
+    row = await client_of(request).retry_job(
+        job_id, args=body.args, actor=actor_of(request), reason=body.reason
+    )
+    return job_answer(row)
 
 
 @router.post(
@@ -146,5 +154,10 @@ async def retry_job(job_id: JobId, request: Request) -> Response:
     dependencies=[Depends(writable)],
     summary="Cancel a job that has not finished",
 )
-async def cancel_job(job_id: JobId, request: Request) -> Response:
-    return job_answer(await client_of(request).cancel_job(job_id))
+async def cancel_job(
+    job_id: JobId, request: Request, body: Annotated[JobActionBody | None, Body()] = None
+) -> Response:
+    reason = body.reason if body is not None else None
+    return job_answer(
+        await client_of(request).cancel_job(job_id, actor=actor_of(request), reason=reason)
+    )

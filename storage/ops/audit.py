@@ -65,10 +65,17 @@ async def _insert(conn: Conn, values: Sequence[Any]) -> int:
 
 class Recorder:
     """Writes the entries of one operator call (``Recorder(audit)``) or of one bulk action
-    (``Recorder.bulk``). Call it inside the write's transaction only."""
+    (``Recorder.bulk``). Call it inside the write's transaction only.
 
-    def __init__(self, audit: Audit) -> None:
+    On a schema v009 has not reached, the write is refused (``SchemaNotMigrated``), except
+    with ``optional``: the external callback calls, whose webhook senders cannot recover from
+    a refused completion (the promise a schema without the output columns keeps too), go
+    ahead unrecorded there; ``list_audit`` refuses such a schema, so no one is told "nothing
+    was done"."""
+
+    def __init__(self, audit: Audit, *, optional: bool = False) -> None:
         self.audit = audit
+        self.optional = optional
         self._bulk: tuple[str, str | None, list[int], str | None] | None = None
         self._entry: int | None = None  # a bulk's entry, once a transaction that wrote it committed
         self._pending: int | None = None  # the entry the current job's transaction wrote to
@@ -100,6 +107,8 @@ class Recorder:
             data = output_text.encode("utf-8")
             size, digest = len(data), hashlib.sha256(data).hexdigest()
         who = self.audit
+        if self.optional and not await conn.fetchval(HAS_TRAIL):
+            return
         await _insert(
             conn,
             (who.actor, action, [job_id], None, 1, queue, who.reason, size, digest, original_args),

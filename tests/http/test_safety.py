@@ -27,6 +27,7 @@ ROUTES = [
     ("POST", "/api/jobs/1/retry"),
     ("POST", "/api/jobs/1/cancel"),
     ("GET", "/api/kinds"),
+    ("GET", "/api/audit"),
 ]
 WRITES = [route for route in ROUTES if route[0] == "POST"]
 
