@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.present import plural
 from awa_tui.query import JobQuery
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import Confirmed, ConfirmModal
 
 if TYPE_CHECKING:
     from awa_tui.app import AwaApp
@@ -32,11 +32,11 @@ def confirm_job_action(
     """Ask ``question`` (with ``body`` below it); on yes, run ``action`` on ``ids``."""
     confirm_label, keep_label = confirm_labels(action, len(ids))
 
-    def done(yes: bool | None) -> None:
+    def done(yes: Confirmed | None) -> None:
         if yes:
             if confirmed is not None:
                 confirmed()
-            app.run_job_action(action, ids)
+            app.run_job_action(action, ids, yes.reason)
 
     app.push_screen(
         ConfirmModal(
@@ -50,29 +50,34 @@ def confirm_job_action(
     )
 
 
-async def act_on_jobs(app: AwaApp, action: JobAction, job_ids: list[int]) -> None:
-    """One job through its own call, several through ``bulk_action``."""
+async def act_on_jobs(
+    app: AwaApp, action: JobAction, job_ids: list[int], reason: str | None = None
+) -> None:
+    """One job through its own call, several through ``bulk_action``; audited as the
+    console's actor with the reason typed in the confirmation."""
     if app.refuse_write():
         return
     client = await app.client()
-    info = ACTIONS[action]
+    info, who = ACTIONS[action], {"actor": app.actor, "reason": reason}
     try:
         if len(job_ids) == 1:
             (job_id,) = job_ids
             match action:
                 case JobAction.RETRY:
-                    await client.retry_job(job_id)
+                    await client.retry_job(job_id, **who)
                 case JobAction.CANCEL:
-                    await client.cancel_job(job_id)
+                    await client.cancel_job(job_id, **who)
                 case JobAction.DELETE:
-                    await client.delete_job(job_id)
+                    await client.delete_job(job_id, **who)
                 case JobAction.RETRY_DLQ:
-                    await client.retry_dlq(job_id)
+                    await client.retry_dlq(job_id, **who)
                 case JobAction.PURGE_DLQ:
-                    await client.purge_dlq(job_id)
+                    await client.purge_dlq(job_id, **who)
             app.notify(f"Job {job_id} {info.verb}.", title=info.label)
         else:
-            count = await client.bulk_action(action.value, ids=job_ids)
+            count = await client.bulk_action(
+                action.value, ids=job_ids, actor=app.actor, reason=reason
+            )
             done = f"{count:,} of {plural(len(job_ids), 'marked job')} {info.verb}."
             app.notify(done, title=info.label)
     finally:
@@ -105,7 +110,9 @@ async def act_on_matching(app: AwaApp, action: JobAction, query: JobQuery) -> No
     if not confirmed:
         return
     try:
-        done = await client.bulk_action(action.value, where, ids=ids)
+        done = await client.bulk_action(
+            action.value, where, ids=ids, actor=app.actor, reason=confirmed.reason
+        )
         app.notify(f"{query.describe(done)} {info.verb}.", title=info.label)
     finally:
         app.broadcast_changed([])

@@ -16,6 +16,7 @@ from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
 from awa_tui.present import state_label
 from awa_tui.resilience import is_connection_error
+from awa_tui.screens.audit import JOB_ENTRIES, JobAuditLoaded, job_entries
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
 from awa_tui.timefmt import relative
@@ -25,7 +26,7 @@ from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
 from awa_tui.writes import confirm_job_action
-from storage import JobKindDescriptor, JobRow
+from storage import JobKindDescriptor, JobRow, SchemaNotMigrated
 
 JOB_WRITES = frozenset({"retry", "cancel", "delete", "purge"})
 CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
@@ -86,6 +87,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             yield JsonView(id="metadata")
             yield Label("Progress", classes="section-title")
             yield JsonView(id="progress", empty="(no progress recorded)")
+            yield Label("Actions taken", classes="section-title")
+            yield Static("", id="job-audit")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -117,6 +120,18 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         row = await client.get_job(self.job_id)
         descriptor = await client.get_descriptor(row.kind) if row is not None else self.descriptor
         self.post_message(JobLoaded(self.job_id, row, descriptor))
+        # Read after the job: every action that led to the state shown is among these.
+        try:
+            entries = await client.list_audit(job_id=self.job_id, limit=JOB_ENTRIES)
+        except SchemaNotMigrated:
+            entries = None
+        self.post_message(JobAuditLoaded(self.job_id, entries))
+
+    def on_job_audit_loaded(self, message: JobAuditLoaded) -> None:
+        if message.job_id == self.job_id:
+            self.query_one("#job-audit", Static).update(
+                job_entries(message.entries, self.awa.now())
+            )
 
     def on_job_loaded(self, message: JobLoaded) -> None:
         if message.job_id != self.job_id:
