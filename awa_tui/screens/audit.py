@@ -81,7 +81,7 @@ class AuditScreen(TableScreen[AuditEntry]):
         "completion shows its output's size and hash, never its text. / filters by actor and "
         "action, c clears the filter, enter opens the entry's job."
     )
-    JUMP = Jump("U", "audit", "Audit")
+    JUMP = Jump("U", "audit", "Audit", show=False)
     READ_GROUP = "audit"
     COLUMNS = (
         ("when", "when", 10),

@@ -37,7 +37,6 @@ FIXED_NOW = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
 T0 = FIXED_NOW - timedelta(hours=2)
 DSN_LABEL = "postgresql://oncall@db.internal/jobs · schema awa"
 SIZE = (120, 36)
-SEED_ACTOR = "seed@tests"
 KINDS = (
     "send_email",
     "resize_image",
@@ -190,7 +189,7 @@ async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
     retryable = await client.insert(SyncInventory(warehouse="us-1"), max_attempts=5)
     await work(client, "default")
     cancelled = await client.insert(SendEmail(to="typo@exmaple.com", template="welcome"))
-    await client.cancel_job(cancelled.id, actor=SEED_ACTOR)  # not the host's user@host
+    await client.cancel_job(cancelled.id, actor="seed@tests")  # not the host's user@host
     untyped = await client.insert({"path": "/tmp/export-17"}, kind="cleanup_tmp")
     await work(client, "default")
     await client.sync_descriptors()
