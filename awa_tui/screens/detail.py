@@ -25,10 +25,10 @@ from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
-from awa_tui.writes import confirm_job_action
+from awa_tui.writes import confirm_job_action, edit_and_retry
 from storage import JobKindDescriptor, JobRow, SchemaNotMigrated
 
-JOB_WRITES = frozenset({"retry", "cancel", "delete", "purge"})
+JOB_WRITES = frozenset({"retry", "edit_retry", "cancel", "delete", "purge"})
 CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
 
 
@@ -57,6 +57,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         Binding("F", "fail_callback", "Fail callback", show=False, id="detail.fail_callback"),
         Binding("T", "retry_callback", "Retry callback", show=False, id="detail.retry_callback"),
         Binding("R", "retry", "Retry", id="detail.retry"),
+        Binding("E", "edit_retry", "Edit & retry", show=False, id="detail.edit_retry"),
         Binding("X", "cancel", "Cancel", id="detail.cancel"),
         Binding("D", "delete", "Delete", id="detail.delete"),
         Binding("P", "purge", "Purge", id="detail.purge"),
@@ -257,6 +258,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
                 return None
             case "retry" | "cancel" | "delete" | "purge":
                 return why_not(self._action_for(action), row)
+            case "edit_retry":
+                return why_not(self._action_for("retry"), row)
             case "complete_callback" | "fail_callback" | "retry_callback":
                 return callback_why_not(row)
         return None
@@ -314,6 +317,10 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
     def action_retry(self) -> None:
         self._confirm(self._action_for("retry"))
+
+    def action_edit_retry(self) -> None:
+        if self.row is not None:
+            edit_and_retry(self.awa, self.row)
 
     def action_cancel(self) -> None:
         self._confirm(JobAction.CANCEL)

@@ -8,14 +8,15 @@ from __future__ import annotations
 from textual.widgets import DataTable, Input
 
 from awa_tui.screens.audit import AuditScreen
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import ConfirmModal, PromptModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.queues import QueuesScreen
 from storage import Client, JobState
 from tests.tui.conftest import settle, text_of, until, wait_for_screen
-from tests.tui.scenarios import SEED_ACTOR, SIZE, Incident, build_app
+from tests.tui.scenarios import SIZE, Incident, build_app
 
 ACTOR = "ana@console"
+SEED_ACTOR = "seed@tests"  # who the seeded incident's cancel names (tests.tui.scenarios)
 
 
 async def test_a_job_write_records_the_consoles_actor_and_the_typed_reason(
@@ -135,3 +136,28 @@ async def test_the_audit_screen_lists_filters_and_opens_a_job(
         assert await until(
             pilot, lambda: "retry_job by ana" in text_of(detail.query_one("#job-audit"))
         )
+
+
+async def test_edit_and_retry_runs_the_typed_args_and_keeps_the_originals(
+    migrated_dsn: str, schema: str, client: Client, incident: Incident
+) -> None:
+    before = await client.get_job(incident.failed)
+    assert before is not None
+    app = build_app(migrated_dsn, schema, initial_job=incident.failed, actor=ACTOR)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("E")
+        prompt = await wait_for_screen(pilot, PromptModal)
+        prompt.query_one(Input).value = '{"warehouse": "eu-4"}'
+        await pilot.press("enter")
+        confirm = await wait_for_screen(pilot, ConfirmModal)
+        confirm.query_one("#confirm-reason", Input).value = "wrong warehouse"
+        await pilot.press("y")
+        await settle(pilot)
+        await app.workers.wait_for_complete()
+    row = await client.get_job(incident.failed)
+    assert row is not None
+    assert (row.state, row.args) == (JobState.AVAILABLE, {"warehouse": "eu-4"})
+    (entry, *_) = await client.list_audit(job_id=incident.failed)
+    assert (entry.action, entry.actor, entry.reason) == ("retry_edited", ACTOR, "wrong warehouse")
+    assert entry.original_args == before.args
