@@ -40,6 +40,7 @@ from awa_tui.resilience import (
     report_unexpected,
     unexpected_summary,
 )
+from awa_tui.screens.audit import AuditScreen
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import PromptModal
 from awa_tui.screens.detail import JobDetailScreen
@@ -54,7 +55,15 @@ from awa_tui.screens.schema_picker import SchemaPickerModal
 from awa_tui.settings import AppSettings
 from awa_tui.timefmt import Clock, system_clock
 from awa_tui.watchers import sweep
-from storage import AwaError, Client, JobKindDescriptor, JobRow, redact_dsn, redact_secrets
+from storage import (
+    AwaError,
+    Client,
+    JobKindDescriptor,
+    JobRow,
+    default_actor,
+    redact_dsn,
+    redact_secrets,
+)
 
 ClientFactory = Callable[[], Awaitable[Client]]
 LoopHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
@@ -65,6 +74,7 @@ JUMPS: tuple[type[AwaScreen], ...] = (
     QueuesScreen,
     FailureGroupsScreen,
     SchedulesScreen,
+    AuditScreen,
 )
 """The screens a key opens from anywhere; each declares its key (``JUMP``). One line adds one."""
 
@@ -172,6 +182,11 @@ class AwaApp(Guarded, App[int]):
     @property
     def writable(self) -> bool:
         return self.read_only_reason is None
+
+    @property
+    def actor(self) -> str:
+        """Who every write of this console is audited as (``--actor``, else user@host)."""
+        return self.settings.actor or default_actor()
 
     async def client(self) -> Client:
         """The connected client; waits while the app is still connecting."""
@@ -453,8 +468,10 @@ class AwaApp(Guarded, App[int]):
             screen.post_message(JobsChanged(list(job_ids)))
 
     @work(exclusive=True, exit_on_error=False, group="write")
-    async def run_job_action(self, action: JobAction, job_ids: list[int]) -> None:
-        await writes.act_on_jobs(self, action, job_ids)
+    async def run_job_action(
+        self, action: JobAction, job_ids: list[int], reason: str | None = None
+    ) -> None:
+        await writes.act_on_jobs(self, action, job_ids, reason)
 
     @work(exclusive=True, exit_on_error=False, group="write")
     async def run_bulk_matching(self, action: JobAction, query: JobQuery) -> None:
@@ -574,6 +591,7 @@ def make_app(
     dsn_label: str | None = None,
     save_dir: Path | None = None,
     editor: str | None = None,
+    actor: str | None = None,
 ) -> AwaApp:
     """The app as the CLI, the demo and the tests build it."""
     settings = AppSettings(
@@ -589,5 +607,6 @@ def make_app(
         dsn_label=dsn_label,
         save_dir=save_dir or Path(),
         editor=editor,
+        actor=actor,
     )
     return AwaApp(settings, clock=clock, client_factory=client_factory)

@@ -3,7 +3,7 @@
 Usage::
 
     awa-tui --dsn postgresql://user@host/db [--schema awa] [--read-only] [--refresh 2]
-            [--job ID] [--kind KIND] [--state STATE]
+            [--job ID] [--kind KIND] [--state STATE] [--actor NAME]
     awa-tui migrate --dsn postgresql://user@host/db
     awa-tui serve [--dsn ...] [--schema awa] [--host 127.0.0.1] [--port 8080] [--read-only]
                   [--no-auth]            (the HTTP API; see docs/http-api.md)
@@ -56,7 +56,15 @@ from awa_tui.errors import (
     exit_code,
 )
 from awa_tui.query import TAB_NAMES, tab_named
-from storage import AwaError, ConfigError, check_schema_name, migrate, redact_dsn
+from storage import (
+    AwaError,
+    ConfigError,
+    InvalidOption,
+    check_actor,
+    check_schema_name,
+    migrate,
+    redact_dsn,
+)
 
 REFRESH_DEFAULT = 2.0
 
@@ -97,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", metavar="KIND", help="start with the browser filtered to KIND")
     parser.add_argument(
         "--state", metavar="STATE", help=f"start on a state tab: {', '.join(TAB_NAMES)}"
+    )
+    parser.add_argument(
+        "--actor",
+        metavar="NAME",
+        help="who this console's writes are audited as (default: your OS user@host)",
     )
     parser.add_argument(
         "--demo", action="store_true", help="embedded PostgreSQL with a live demo workload"
@@ -141,7 +154,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return fail("Put serve first: awa-tui serve [--dsn ...] [--port ...] ...", EXIT_USAGE)
     try:
         args.schema, args.schemas = schemas_named(args.schema)
-    except ConfigError as exc:
+        if args.actor is not None:
+            args.actor = check_actor(args.actor)
+    except (ConfigError, InvalidOption) as exc:
         return fail(exc.message, EXIT_USAGE)
     if args.demo:
         if args.command is not None:
@@ -210,6 +225,7 @@ def run_console(args: argparse.Namespace, dsn: str | None) -> int:
         initial_kind=args.kind,
         initial_state=args.state,
         editor=os.environ.get("VISUAL") or os.environ.get("EDITOR"),
+        actor=args.actor,
     )
     app.run()
     if app.fatal_message is not None:

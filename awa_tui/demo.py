@@ -318,6 +318,7 @@ def build_demo_app(dsn: str, args: argparse.Namespace) -> AwaApp:
         client_factory=DemoWorkload(dsn, read_only=args.read_only).start,
         dsn_label=f"embedded PostgreSQL (pgserver) · schema {SCHEMA}",
         editor=os.environ.get("VISUAL") or os.environ.get("EDITOR"),
+        actor=args.actor,
     )
 
 

@@ -25,3 +25,5 @@ class AppSettings:
     save_dir: Path = Path()
     editor: str | None = None
     """The command for ctrl+e in the completion form ($VISUAL or $EDITOR, read by the CLI)."""
+    actor: str | None = None
+    """Who the console's writes are audited as (``--actor``); None: ``default_actor()``."""

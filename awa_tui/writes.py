@@ -9,12 +9,15 @@ that asked for it and every screen hears that the jobs changed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from awa_tui.actions import ACTIONS, JobAction, confirm_labels
 from awa_tui.present import plural
 from awa_tui.query import JobQuery
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import Confirmed, ConfirmModal, PromptModal
+from storage import JobRow
 
 if TYPE_CHECKING:
     from awa_tui.app import AwaApp
@@ -32,11 +35,11 @@ def confirm_job_action(
     """Ask ``question`` (with ``body`` below it); on yes, run ``action`` on ``ids``."""
     confirm_label, keep_label = confirm_labels(action, len(ids))
 
-    def done(yes: bool | None) -> None:
+    def done(yes: Confirmed | None) -> None:
         if yes:
             if confirmed is not None:
                 confirmed()
-            app.run_job_action(action, ids)
+            app.run_job_action(action, ids, yes.reason)
 
     app.push_screen(
         ConfirmModal(
@@ -50,29 +53,34 @@ def confirm_job_action(
     )
 
 
-async def act_on_jobs(app: AwaApp, action: JobAction, job_ids: list[int]) -> None:
-    """One job through its own call, several through ``bulk_action``."""
+async def act_on_jobs(
+    app: AwaApp, action: JobAction, job_ids: list[int], reason: str | None = None
+) -> None:
+    """One job through its own call, several through ``bulk_action``; audited as the
+    console's actor with the reason typed in the confirmation."""
     if app.refuse_write():
         return
     client = await app.client()
-    info = ACTIONS[action]
+    info, who = ACTIONS[action], {"actor": app.actor, "reason": reason}
     try:
         if len(job_ids) == 1:
             (job_id,) = job_ids
             match action:
                 case JobAction.RETRY:
-                    await client.retry_job(job_id)
+                    await client.retry_job(job_id, **who)
                 case JobAction.CANCEL:
-                    await client.cancel_job(job_id)
+                    await client.cancel_job(job_id, **who)
                 case JobAction.DELETE:
-                    await client.delete_job(job_id)
+                    await client.delete_job(job_id, **who)
                 case JobAction.RETRY_DLQ:
-                    await client.retry_dlq(job_id)
+                    await client.retry_dlq(job_id, **who)
                 case JobAction.PURGE_DLQ:
-                    await client.purge_dlq(job_id)
+                    await client.purge_dlq(job_id, **who)
             app.notify(f"Job {job_id} {info.verb}.", title=info.label)
         else:
-            count = await client.bulk_action(action.value, ids=job_ids)
+            count = await client.bulk_action(
+                action.value, ids=job_ids, actor=app.actor, reason=reason
+            )
             done = f"{count:,} of {plural(len(job_ids), 'marked job')} {info.verb}."
             app.notify(done, title=info.label)
     finally:
@@ -105,7 +113,65 @@ async def act_on_matching(app: AwaApp, action: JobAction, query: JobQuery) -> No
     if not confirmed:
         return
     try:
-        done = await client.bulk_action(action.value, where, ids=ids)
+        done = await client.bulk_action(
+            action.value, where, ids=ids, actor=app.actor, reason=confirmed.reason
+        )
         app.notify(f"{query.describe(done)} {info.verb}.", title=info.label)
     finally:
         app.broadcast_changed([])
+
+
+def edit_and_retry(app: AwaApp, row: JobRow) -> None:
+    """Retry ``row`` with args typed as JSON (an edit-and-retry): the engine checks them as an
+    insert would, and the audit entry keeps the original args."""
+
+    def typed(text: str | None) -> None:
+        if text is None:
+            return
+        try:
+            args = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:  # the message names a position, not the text
+            app.notify(f"The args are not JSON: {exc}.", title="Edit & retry", severity="warning")
+            return
+
+        def done(yes: Confirmed | None) -> None:
+            if yes:
+                app.run_worker(
+                    retry_edited(app, row.id, args, yes.reason),
+                    group="write",
+                    exclusive=True,
+                    exit_on_error=False,
+                )
+
+        app.push_screen(
+            ConfirmModal(
+                f"Retry job {row.id} with the new args?",
+                f"{row.kind} runs again from attempt 0 with the args you typed; the audit trail "
+                "keeps the original ones.",
+                confirm_label="Retry with new args",
+                keep_label="Keep",
+            ),
+            done,
+        )
+
+    app.push_screen(
+        PromptModal(
+            f"Edit job {row.id}'s args",
+            "The args as JSON; the job is retried with them after you confirm.",
+            confirm_label="Next",
+            keep_label="Back",
+            value=orjson.dumps(row.args).decode(),
+        ),
+        typed,
+    )
+
+
+async def retry_edited(app: AwaApp, job_id: int, args: Any, reason: str | None) -> None:
+    if app.refuse_write():
+        return
+    client = await app.client()
+    try:
+        await client.retry_job(job_id, args=args, actor=app.actor, reason=reason)
+        app.notify(f"Job {job_id} retried with new args.", title="Edit & retry")
+    finally:
+        app.broadcast_changed([job_id])

@@ -32,6 +32,7 @@ from storage.read.listing_filter import (
 from storage.read.timeline import error_positions
 from storage.runtime.job import Job
 from storage.tasks import Tasks, TaskSpec
+from storage.values.audit import AuditEntry, check_actor, default_actor
 from storage.values.errors import (
     ArgsValidationError,
     AwaError,
@@ -94,6 +95,7 @@ __all__ = [
     "Absence",
     "ArgsValidationError",
     "AttemptSpan",
+    "AuditEntry",
     "AwaError",
     "CallbackNotFound",
     "CallbackToken",
@@ -165,7 +167,9 @@ __all__ = [
     "UnstorableText",
     "Violation",
     "WaitForCallback",
+    "check_actor",
     "check_schema_name",
+    "default_actor",
     "encode_output",
     "error_positions",
     "external_output_text",

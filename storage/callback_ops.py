@@ -12,11 +12,13 @@ from typing import Any, Protocol
 
 from storage.finalize.types import AttemptKey, AttemptRef
 from storage.ops import callbacks
+from storage.ops.audit import Recorder
 from storage.ops.callbacks import ExternalCompletion
 from storage.ops.declared_output import LocalModels
 from storage.read import one_job
 from storage.runtime.job import Job
 from storage.session import Session
+from storage.values.audit import Audit
 from storage.values.errors import AwaError, StaleAttempt
 from storage.values.events import JobEvent
 from storage.values.models import JobRow
@@ -84,15 +86,31 @@ class CallbackOperations:
         *,
         output: Any = None,
         run_lease: int | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> JobRow:
-        """Complete a waiting job. The payload is not stored; ``output`` is, after validation."""
+        """Complete a waiting job. The payload is not stored; ``output`` is, after validation.
+
+        Audited as ``actor`` (default ``default_actor()``) with ``reason``; the entry keeps the
+        output's size and sha256, never its text (every external call below is audited)."""
         del payload  # accepted for compatibility with callers that send one; never stored
         return await self.complete_external_with(
-            callback_id, ExternalCompletion(output=output, run_lease=run_lease)
+            callback_id,
+            ExternalCompletion(output=output, run_lease=run_lease),
+            actor=actor,
+            reason=reason,
         )
 
-    async def complete_external_with(self, callback_id: str, opts: ExternalCompletion) -> JobRow:
+    async def complete_external_with(
+        self,
+        callback_id: str,
+        opts: ExternalCompletion,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> JobRow:
         opts.precheck()  # fail before touching the database
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         session = self._session
         async with session.connection("complete_external") as conn:
             supported = await session.probe.present(conn)
@@ -102,6 +120,7 @@ class CallbackOperations:
                 opts,
                 outputs_supported=supported,
                 local_models=self._local_models,
+                audit=audit,
             )
         if dropped:
             session.metrics.dropped(row.kind, row.queue, "schema_missing")
@@ -117,6 +136,8 @@ class CallbackOperations:
         *,
         output: Any = None,
         run_lease: int | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> JobRow:
         """``complete_external`` for synchronous code running outside the client's event loop."""
         loop = self.loop
@@ -132,15 +153,27 @@ class CallbackOperations:
                 "await complete_external instead."
             )
         future = asyncio.run_coroutine_threadsafe(
-            self.complete_external(callback_id, payload, output=output, run_lease=run_lease), loop
+            self.complete_external(
+                callback_id, payload, output=output, run_lease=run_lease, actor=actor, reason=reason
+            ),
+            loop,
         )
         return future.result()
 
     async def fail_external(
-        self, callback_id: str, error: str, *, run_lease: int | None = None
+        self,
+        callback_id: str,
+        error: str,
+        *,
+        run_lease: int | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> JobRow | None:
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         async with self._session.connection("fail_external") as conn:
-            job_id = await callbacks.fail_external(conn, callback_id, error, run_lease=run_lease)
+            job_id = await callbacks.fail_external(
+                conn, callback_id, error, run_lease=run_lease, audit=audit
+            )
             row = await one_job.get_job(
                 conn, job_id, outputs=await self._session.probe.present(conn)
             )
@@ -149,10 +182,18 @@ class CallbackOperations:
         return row
 
     async def retry_external(
-        self, callback_id: str, *, run_lease: int | None = None
+        self,
+        callback_id: str,
+        *,
+        run_lease: int | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> JobRow | None:
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         async with self._session.connection("retry_external") as conn:
-            job_id = await callbacks.retry_external(conn, callback_id, run_lease=run_lease)
+            job_id = await callbacks.retry_external(
+                conn, callback_id, run_lease=run_lease, audit=audit
+            )
             row = await one_job.get_job(
                 conn, job_id, outputs=await self._session.probe.present(conn)
             )
@@ -160,9 +201,17 @@ class CallbackOperations:
             self._session.events.emit(JobEvent("retried", row.id, row.kind, row.queue))
         return row
 
-    async def heartbeat_callback(self, callback_id: str, timeout_seconds: float = 3600) -> None:
+    async def heartbeat_callback(
+        self,
+        callback_id: str,
+        timeout_seconds: float = 3600,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        audit = Recorder(Audit.of(actor, reason), optional=True)
         async with self._session.connection("heartbeat_callback") as conn:
-            await callbacks.heartbeat(conn, callback_id, timeout_seconds)
+            await callbacks.heartbeat(conn, callback_id, timeout_seconds, audit=audit)
 
     async def resolve_callback(self, callback_id: str, payload: Any = None) -> None:
         """Answer a handler waiting in ``wait_for_callback``; it resumes with ``payload``."""

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Unpack
 
 from storage.db.pool import snapshot
 from storage.insert import enqueue, periodic
 from storage.insert.plan import kind_of
-from storage.ops import admin, maintenance
+from storage.ops import admin, edit_args, maintenance
+from storage.ops.audit import Recorder
 from storage.ops.maintenance import MaintenanceSettings, PassReport
 from storage.ops.rescue import emit_rescued
 from storage.read import (
+    audit,
     counting,
     descriptors,
     failure_groups,
@@ -30,6 +33,7 @@ from storage.read.failure_groups import FailureGroupMembers
 from storage.read.listing_filter import FilterFields, ListFilter, SortKey, SortOrder, check_text
 from storage.runtime.host import HandlerSpec
 from storage.session import Session
+from storage.values.audit import Audit, AuditEntry
 from storage.values.errors import (
     AwaError,
     InvalidFilter,
@@ -65,12 +69,12 @@ class Operations:
         self._descriptors: dict[str, JobKindDescriptor] = {}
         self.count_cap = counting.COUNT_CAP
         """Tab counts (``counts``, ``browse``) stop at this many jobs per state."""
-        self._actions: dict[str, Callable[[int], Awaitable[object]]] = {
-            "retry": self.retry_job,
-            "cancel": self.cancel_job,
-            "delete": self.delete_job,
-            "retry_dlq": self.retry_dlq,
-            "purge_dlq": self.purge_dlq,
+        self._actions: dict[str, Callable[[int, Recorder], Awaitable[object]]] = {
+            "retry": partial(self._admin, admin.retry),
+            "cancel": self._cancel,
+            "delete": partial(self._admin, admin.delete),
+            "retry_dlq": partial(self._admin, admin.retry_dlq),
+            "purge_dlq": partial(self._admin, admin.purge_dlq),
         }
 
     # -- lists --------------------------------------------------------------------------------
@@ -166,6 +170,8 @@ class Operations:
         *,
         ids: list[int] | None = None,
         dry_run: bool = False,
+        actor: str | None = None,
+        reason: str | None = None,
         **fields: Unpack[FilterFields],
     ) -> int:
         """Apply ``action`` to ``ids`` or to every job ``where`` matches; returns how many.
@@ -173,6 +179,10 @@ class Operations:
         ``dry_run`` only counts the targets. A job that no longer admits the action when its
         turn comes (it moved on, or was deleted meanwhile) is skipped, not an error, so the
         result can be lower than the count shown before acting.
+
+        Audited as one entry (``bulk_<action>``, by ``actor`` with ``reason``): the ids when
+        given, else the filter as text, and the count of jobs changed, which each job's own
+        transaction raises by one (``storage.ops.audit``).
         """
         apply = self._actions.get(action)
         if apply is None:
@@ -180,15 +190,18 @@ class Operations:
                 f"Unknown bulk action {action!r}; use one of {', '.join(self._actions)}."
             )
         matching = ListFilter.given(where, fields)
+        recorder = Recorder.bulk(Audit.of(actor, reason), action, matching, ids)
         targets = ids if ids is not None else await self._matching_ids(matching)
         if dry_run:
             return len(targets)
         done = 0
         for job_id in targets:
             try:
-                await apply(job_id)
+                await apply(job_id, recorder)
             except (InvalidJobState, JobNotFound):
+                recorder.settled(committed=False)
                 continue
+            recorder.settled(committed=True)
             done += 1
         return done
 
@@ -203,15 +216,25 @@ class Operations:
             return await last_output.last_good_output(conn, kind, queue, outputs=outputs)
 
     # -- queues and failure groups (storage.read.queues, storage.read.failure_groups) ----------
-    async def pause_queue(self, queue: str) -> None:
-        """Stop every runtime on the schema claiming from ``queue`` (running jobs finish)."""
-        async with self._session.connection("pause_queue") as conn:
-            await queues.set_paused(conn, check_stored_name(queue, "Queue"), True)
+    async def pause_queue(
+        self, queue: str, *, actor: str | None = None, reason: str | None = None
+    ) -> None:
+        """Stop every runtime on the schema claiming from ``queue`` (running jobs finish).
+        Audited as ``actor`` (default ``default_actor()``) with ``reason``, as every operator
+        write below is."""
+        name, audit = check_stored_name(queue, "Queue"), Recorder(Audit.of(actor, reason))
+        async with self._session.connection("pause_queue") as conn, conn.transaction():
+            await queues.set_paused(conn, name, True)
+            await audit.queue(conn, "pause_queue", name)
 
-    async def resume_queue(self, queue: str) -> None:
+    async def resume_queue(
+        self, queue: str, *, actor: str | None = None, reason: str | None = None
+    ) -> None:
         """Let runtimes claim from ``queue`` again; idle ones serving it are woken at once."""
-        async with self._session.connection("resume_queue") as conn:
-            await enqueue.resume_queue(conn, check_stored_name(queue, "Queue"))
+        name, audit = check_stored_name(queue, "Queue"), Recorder(Audit.of(actor, reason))
+        async with self._session.connection("resume_queue") as conn, conn.transaction():
+            await enqueue.resume_queue(conn, name)
+            await audit.queue(conn, "resume_queue", name)
 
     async def list_schemas(self, only: Sequence[str] | None = None) -> list[SchemaSummary]:
         """The installed queue-storage schemas (those in ``only``, when given), each with its
@@ -264,32 +287,79 @@ class Operations:
             return await timeline.attempt_timeline(conn, job_id)
 
     # -- admin --------------------------------------------------------------------------------
-    async def cancel_job(self, job_id: int) -> JobRow | None:
-        row = await self._admin(admin.cancel, job_id)
+    # Each is audited (``storage.ops.audit``) in the write's own transaction, as ``actor``
+    # (None: ``default_actor()``, the OS user at the host) with the optional ``reason``.
+    async def cancel_job(
+        self, job_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> JobRow | None:
+        return await self._cancel(job_id, Recorder(Audit.of(actor, reason)))
+
+    async def _cancel(self, job_id: int, audit: Recorder) -> JobRow | None:
+        row = await self._admin(admin.cancel, job_id, audit)
         if row is not None:  # after commit; a cancel that was refused raised before this
             self._session.events.emit(JobEvent("cancelled", row.id, row.kind, row.queue))
         return row
 
-    async def retry_job(self, job_id: int) -> JobRow | None:
-        return await self._admin(admin.retry, job_id)
+    async def retry_job(
+        self,
+        job_id: int,
+        *,
+        args: Any = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> JobRow | None:
+        """Run a failed, cancelled or dead-lettered job again. With ``args``, it runs with
+        those instead (an edit-and-retry), checked like an insert's (``storage.ops.edit_args``);
+        the audit entry keeps the original args."""
+        audit = Recorder(Audit.of(actor, reason))
+        if args is None:
+            return await self._admin(admin.retry, job_id, audit)
+        new_args = edit_args.edited(args, self._tasks)
+        return await self._admin(partial(admin.retry, args=new_args), job_id, audit)
 
-    async def delete_job(self, job_id: int) -> None:
-        await self._admin(admin.delete, job_id)
+    async def delete_job(
+        self, job_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> None:
+        await self._admin(admin.delete, job_id, Recorder(Audit.of(actor, reason)))
 
-    async def retry_dlq(self, job_id: int) -> JobRow | None:
-        return await self._admin(admin.retry_dlq, job_id)
+    async def retry_dlq(
+        self, job_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> JobRow | None:
+        return await self._admin(admin.retry_dlq, job_id, Recorder(Audit.of(actor, reason)))
 
-    async def purge_dlq(self, job_id: int) -> None:
-        await self._admin(admin.purge_dlq, job_id)
+    async def purge_dlq(
+        self, job_id: int, *, actor: str | None = None, reason: str | None = None
+    ) -> None:
+        await self._admin(admin.purge_dlq, job_id, Recorder(Audit.of(actor, reason)))
 
-    async def _admin(self, action: Callable[..., Awaitable[object]], job_id: int) -> JobRow | None:
-        name = action.__name__
+    async def _admin(
+        self, action: Callable[..., Awaitable[object]], job_id: int, audit: Recorder
+    ) -> JobRow | None:
+        name = getattr(action, "func", action).__name__
         async with self._session.connection(
             name if name.endswith("dlq") else f"{name}_job"
         ) as conn:
             outputs = await self._session.probe.present(conn)
-            await action(conn, job_id, outputs=outputs)
+            await action(conn, job_id, outputs=outputs, audit=audit)
             return await one_job.get_job(conn, job_id, outputs=outputs)
+
+    async def list_audit(
+        self,
+        *,
+        since: datetime | timedelta | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first, that match every given filter (one statement, at most
+        ``storage.read.audit.MAX_LIMIT``); ``since`` as in ``failure_groups``."""
+        for what, text in (("actor", actor), ("action", action)):
+            check_text(what, text)
+        async with self._session.connection("list_audit") as conn:
+            return await audit.list_audit(
+                conn, since=_since(since), actor=actor, action=action, job_id=job_id, limit=limit
+            )
 
     async def database_read_only(self) -> bool:
         async with self._session.connection("database_read_only") as conn:
@@ -359,18 +429,22 @@ class Operations:
         async with self._session.connection("remove_schedule") as conn:
             return await periodic.remove(conn, check_stored_name(name, "Schedule"))
 
-    async def trigger_schedule(self, name: str) -> JobRow:
+    async def trigger_schedule(
+        self, name: str, *, actor: str | None = None, reason: str | None = None
+    ) -> JobRow:
         """Enqueue one job of the stored schedule ``name`` now, besides its ticks (which stay
-        as they are); a worker serving its queue is woken. ``ScheduleNotFound`` if none."""
-        async with self._session.connection("trigger_schedule") as conn:
+        as they are); a worker serving its queue is woken. ``ScheduleNotFound`` if none.
+        Audited as ``trigger_schedule`` on the new job."""
+        audit = Recorder(Audit.of(actor, reason))
+        async with self._session.connection("trigger_schedule") as conn, conn.transaction():
             job_id = await periodic.trigger(conn, check_stored_name(name, "Schedule"))
             if job_id is None:
                 raise ScheduleNotFound(f"No stored schedule is named {name!r}.")
             row = await one_job.get_job(
                 conn, job_id, outputs=await self._session.probe.present(conn)
             )
-        if row is None:  # pruned in between: impossible for a job this young, but say so
-            raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
+            assert row is not None  # inserted by this transaction
+            await audit.job(conn, "trigger_schedule", job_id, row.queue)
         return row
 
     # -- maintenance --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from awa_tui.http.admin_bodies import (
     SchedulesOut,
     model_json,
 )
-from awa_tui.http.auth import writable
+from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import (
     ErrorOut,
     JobListOut,
@@ -57,7 +57,7 @@ async def list_queues(request: Request) -> Response:
     **WRITE,
 )
 async def pause_queue(queue: QueueName, request: Request) -> Response:
-    await client_of(request).pause_queue(queue)
+    await client_of(request).pause_queue(queue, actor=actor_of(request))
     return json_response({"queue": queue, "paused": True})
 
 
@@ -69,7 +69,7 @@ async def pause_queue(queue: QueueName, request: Request) -> Response:
     **WRITE,
 )
 async def resume_queue(queue: QueueName, request: Request) -> Response:
-    await client_of(request).resume_queue(queue)
+    await client_of(request).resume_queue(queue, actor=actor_of(request))
     return json_response({"queue": queue, "paused": False})
 
 
@@ -104,7 +104,7 @@ async def list_dlq(
     **WRITE,
 )
 async def retry_dlq(job_id: JobId, request: Request) -> Response:
-    return job_answer(await client_of(request).retry_dlq(job_id))
+    return job_answer(await client_of(request).retry_dlq(job_id, actor=actor_of(request)))
 
 
 @dlq.post(
@@ -115,7 +115,7 @@ async def retry_dlq(job_id: JobId, request: Request) -> Response:
     **WRITE,
 )
 async def purge_dlq(job_id: JobId, request: Request) -> Response:
-    await client_of(request).purge_dlq(job_id)
+    await client_of(request).purge_dlq(job_id, actor=actor_of(request))
     return Response(status_code=204)
 
 
@@ -136,4 +136,4 @@ async def list_schedules(request: Request) -> Response:
     **WRITE,
 )
 async def trigger_schedule(name: ScheduleName, request: Request) -> Response:
-    return job_answer(await client_of(request).trigger_schedule(name))
+    return job_answer(await client_of(request).trigger_schedule(name, actor=actor_of(request)))

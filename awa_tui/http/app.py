@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from fastapi import Depends, FastAPI
 from prometheus_client import CollectorRegistry
 
-from awa_tui.http import admin, bulk, callbacks, errors, health, jobs, kinds, metrics
+from awa_tui.http import admin, audit, bulk, callbacks, errors, health, jobs, kinds, metrics
 from awa_tui.http.auth import Access, authorized
 from awa_tui.http.bodies import ErrorOut
 from awa_tui.http.guard import GuardMiddleware
@@ -61,7 +61,7 @@ def create_app(
             503: {"model": ErrorOut, "description": "The database cannot be reached."},
         },
     }
-    for router in (callbacks.router, jobs.router, kinds.router):
+    for router in (callbacks.router, jobs.router, kinds.router, audit.router):
         app.include_router(router, **api)  # type: ignore[arg-type]
     for router in (bulk.jobs, admin.queues, admin.dlq, bulk.groups, admin.schedules):
         app.include_router(router, **api)  # type: ignore[arg-type]

@@ -62,6 +62,21 @@ class RetryBody(BaseModel):
     run_lease: int | None = None
 
 
+class JobActionBody(BaseModel):
+    reason: str | None = Field(
+        None, max_length=1000, description="Why, kept in the audit trail (GET /api/audit)."
+    )
+
+
+class RetryJobBody(JobActionBody):
+    args: Any = Field(
+        None,
+        description="New args for the retry (an edit-and-retry), checked against the kind's "
+        "args type or published args_schema; the audit entry keeps the original args. "
+        "Omitted or null: the job's own args.",
+    )
+
+
 class HeartbeatBody(BaseModel):
     timeout_seconds: float = Field(
         3600,

@@ -23,7 +23,7 @@ from awa_tui.http.admin_bodies import (
     GroupMembersOut,
     model_json,
 )
-from awa_tui.http.auth import writable
+from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import ErrorOut, client_of, json_response
 from awa_tui.http.paging import time_bound
 from awa_tui.http.search import job_filter
@@ -37,7 +37,7 @@ groups = APIRouter(prefix="/api/failure-groups", tags=["failure groups"], respon
 
 
 async def run_plan(
-    client: Client, plan: list[tuple[JobAction, list[int]]], *, dry_run: bool
+    client: Client, plan: list[tuple[JobAction, list[int]]], *, dry_run: bool, actor: str
 ) -> int:
     """The count of ``plan``'s jobs (``dry_run``), or how many its bulk actions acted on."""
     if dry_run:
@@ -45,7 +45,7 @@ async def run_plan(
     done = 0
     for action, ids in plan:
         if ids:
-            done += await client.bulk_action(action.value, ids=ids)
+            done += await client.bulk_action(action.value, ids=ids, actor=actor)
     return done
 
 
@@ -64,7 +64,9 @@ async def bulk(body: BulkBody, request: Request) -> Response:
     if body.ids is not None:
         if filtered:
             raise InvalidFilter("Give ids or a filter (state, kind, queue, since, before, q).")
-        count = await run_plan(client, [(body.action, body.ids)], dry_run=body.dry_run)
+        count = await run_plan(
+            client, [(body.action, body.ids)], dry_run=body.dry_run, actor=actor_of(request)
+        )
     else:
         found = job_filter(
             state=body.state,
@@ -76,7 +78,9 @@ async def bulk(body: BulkBody, request: Request) -> Response:
         )
         if found.job_id is not None:
             raise InvalidFilter(f"id:{found.job_id} names one job: pass ids [{found.job_id}].")
-        count = await client.bulk_action(body.action.value, found.where, dry_run=body.dry_run)
+        count = await client.bulk_action(
+            body.action.value, found.where, dry_run=body.dry_run, actor=actor_of(request)
+        )
     return json_response({"action": body.action.value, "dry_run": body.dry_run, "count": count})
 
 
@@ -121,7 +125,8 @@ async def _act_on_group(request: Request, body: GroupBody, *, retry: bool) -> Re
     members = await client.failure_group_jobs(
         body.kind, body.signature, since=time_bound("since", body.since), queue=body.queue
     )
-    count = await run_plan(client, group_plan(members, retry=retry), dry_run=body.dry_run)
+    plan = group_plan(members, retry=retry)
+    count = await run_plan(client, plan, dry_run=body.dry_run, actor=actor_of(request))
     action = "retry" if retry else "cancel"
     return json_response({"action": action, "dry_run": body.dry_run, "count": count})
 

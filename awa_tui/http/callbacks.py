@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Request
 from starlette.responses import Response
 
-from awa_tui.http.auth import writable
+from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import (
     CompleteBody,
     ErrorOut,
@@ -47,7 +47,9 @@ async def complete(
 ) -> Response:
     body = body or CompleteBody()
     row = await client_of(request).complete_external_with(
-        callback_id, ExternalCompletion(output=body.output, run_lease=body.run_lease)
+        callback_id,
+        ExternalCompletion(output=body.output, run_lease=body.run_lease),
+        actor=actor_of(request),
     )
     dropped = body.output is not None and row.output_text is None
     return job_answer(row, {"Awa-Output-Dropped": "schema_missing"} if dropped else None)
@@ -55,7 +57,9 @@ async def complete(
 
 @router.post("/fail", response_model=JobOut, summary="Fail a waiting job for good")
 async def fail(callback_id: str, request: Request, body: FailBody) -> Response:
-    row = await client_of(request).fail_external(callback_id, body.error, run_lease=body.run_lease)
+    row = await client_of(request).fail_external(
+        callback_id, body.error, run_lease=body.run_lease, actor=actor_of(request)
+    )
     return job_answer(row)
 
 
@@ -64,7 +68,10 @@ async def retry(
     callback_id: str, request: Request, body: Annotated[RetryBody | None, Body()] = None
 ) -> Response:
     run_lease = body.run_lease if body is not None else None
-    return job_answer(await client_of(request).retry_external(callback_id, run_lease=run_lease))
+    row = await client_of(request).retry_external(
+        callback_id, run_lease=run_lease, actor=actor_of(request)
+    )
+    return job_answer(row)
 
 
 @router.post("/heartbeat", response_model=HeartbeatOut, summary="Push the callback's timeout out")
@@ -72,5 +79,5 @@ async def heartbeat(
     callback_id: str, request: Request, body: Annotated[HeartbeatBody | None, Body()] = None
 ) -> Response:
     timeout = (body or HeartbeatBody()).timeout_seconds
-    await client_of(request).heartbeat_callback(callback_id, timeout)
+    await client_of(request).heartbeat_callback(callback_id, timeout, actor=actor_of(request))
     return json_response({"callback_id": callback_id, "timeout_seconds": timeout})

@@ -19,12 +19,14 @@ from starlette.responses import Response
 
 from awa_tui.resilience import unexpected_summary
 from storage import (
+    ArgsValidationError,
     AwaError,
     CallbackNotFound,
     ConfigError,
     ConnectionFailed,
     InvalidFilter,
     InvalidJobState,
+    InvalidOption,
     JobNotFound,
     OperationTimeout,
     OutputError,
@@ -44,6 +46,8 @@ ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (InvalidFilter, 400, "invalid_filter"),
     (ConfigError, 400, "invalid_request"),  # InvalidName: a kind or queue PG cannot store
     (UnstorableText, 400, "invalid_request"),  # an error text with a NUL
+    (ArgsValidationError, 400, "invalid_args"),  # an edit-and-retry's new args
+    (InvalidOption, 400, "invalid_request"),  # an actor or reason that cannot be kept
     (CallbackNotFound, 404, "callback_not_found"),
     (JobNotFound, 404, "job_not_found"),
     (ScheduleNotFound, 404, "schedule_not_found"),

@@ -12,14 +12,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from starlette.responses import Response
 
-from awa_tui.http.auth import writable
+from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import (
     ErrorOut,
+    JobActionBody,
     JobListOut,
     JobOut,
+    RetryJobBody,
     client_of,
     compare_json,
     job_answer,
@@ -182,8 +184,14 @@ ACTION: dict[int | str, dict[str, Any]] = {
     dependencies=[Depends(writable)],
     summary="Retry a failed, cancelled or dead-lettered job",
 )
-async def retry_job(job_id: JobId, request: Request) -> Response:
-    return job_answer(await client_of(request).retry_job(job_id))
+async def retry_job(
+    job_id: JobId, request: Request, body: Annotated[RetryJobBody | None, Body()] = None
+) -> Response:
+    body = body or RetryJobBody()
+    row = await client_of(request).retry_job(
+        job_id, args=body.args, actor=actor_of(request), reason=body.reason
+    )
+    return job_answer(row)
 
 
 @router.post(
@@ -193,8 +201,13 @@ async def retry_job(job_id: JobId, request: Request) -> Response:
     dependencies=[Depends(writable)],
     summary="Cancel a job that has not finished",
 )
-async def cancel_job(job_id: JobId, request: Request) -> Response:
-    return job_answer(await client_of(request).cancel_job(job_id))
+async def cancel_job(
+    job_id: JobId, request: Request, body: Annotated[JobActionBody | None, Body()] = None
+) -> Response:
+    reason = body.reason if body is not None else None
+    return job_answer(
+        await client_of(request).cancel_job(job_id, actor=actor_of(request), reason=reason)
+    )
 
 
 @router.delete(
@@ -205,5 +218,5 @@ async def cancel_job(job_id: JobId, request: Request) -> Response:
     summary="Delete a completed, failed, cancelled or dead-lettered job",
 )
 async def delete_job(job_id: JobId, request: Request) -> Response:
-    await client_of(request).delete_job(job_id)
+    await client_of(request).delete_job(job_id, actor=actor_of(request))
     return Response(status_code=204)

@@ -6,7 +6,7 @@ from textual import work
 
 from awa_tui.messages import JobsChanged
 from awa_tui.screens.base import AwaScreen
-from awa_tui.screens.confirm import ConfirmModal, PromptModal
+from awa_tui.screens.confirm import Confirmed, ConfirmModal, PromptModal
 from storage import JobKindDescriptor, JobRow
 
 
@@ -56,9 +56,9 @@ class CallbackFlows(AwaScreen):
             return
         callback_id, run_lease = row.callback.callback_id, row.run_lease
 
-        def confirmed(ok: bool | None) -> None:
+        def confirmed(ok: Confirmed | None) -> None:
             if ok:
-                self.retry_callback(row.id, callback_id, run_lease)
+                self.retry_callback(row.id, callback_id, run_lease, ok.reason)
 
         self.app.push_screen(
             ConfirmModal(
@@ -77,16 +77,22 @@ class CallbackFlows(AwaScreen):
     ) -> None:
         client = await self.awa.client()
         try:
-            await client.fail_external(callback_id, error, run_lease=run_lease)
+            await client.fail_external(
+                callback_id, error, run_lease=run_lease, actor=self.awa.actor
+            )
             self.notify(f"Job {job_id} failed through its callback.", title="Callback failed")
         finally:
             self.awa.broadcast_changed([job_id])
 
     @work(exclusive=True, exit_on_error=False, group="callback")
-    async def retry_callback(self, job_id: int, callback_id: str, run_lease: int) -> None:
+    async def retry_callback(
+        self, job_id: int, callback_id: str, run_lease: int, reason: str | None = None
+    ) -> None:
         client = await self.awa.client()
         try:
-            await client.retry_external(callback_id, run_lease=run_lease)
+            await client.retry_external(
+                callback_id, run_lease=run_lease, actor=self.awa.actor, reason=reason
+            )
             self.notify(f"Job {job_id} is available to run again.", title="Callback retried")
         finally:
             self.awa.broadcast_changed([job_id])

@@ -21,7 +21,7 @@ from textual.widgets import Button, Footer, Input, Label, Static, TextArea
 from awa_tui.errors import describe
 from awa_tui.present import state_text
 from awa_tui.resilience import Guarded
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import Confirmed, ConfirmModal
 from awa_tui.skeleton import skeleton_text
 from awa_tui.validation import NO_DECLARATION, OutputCheck, check_output, check_payload
 from awa_tui.widgets.field_list import FieldList
@@ -238,9 +238,9 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
         if payload.value is not None:
             body += " The payload is passed on and not stored."
 
-        def confirmed(ok: bool | None) -> None:
+        def confirmed(ok: Confirmed | None) -> None:
             if ok:
-                self.complete(callback_id, check.value, payload.value)
+                self.complete(callback_id, check.value, payload.value, ok.reason)
 
         self.app.push_screen(
             ConfirmModal(title, body, confirm_label="Complete job", keep_label="Back to the form"),
@@ -248,12 +248,19 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
         )
 
     @work(exclusive=True, exit_on_error=False, group="complete")
-    async def complete(self, callback_id: str, output: object, payload: object) -> None:
+    async def complete(
+        self, callback_id: str, output: object, payload: object, reason: str | None = None
+    ) -> None:
         client = await self.awa.client()
         job_id = self.row.id
         try:
             row = await client.complete_external(
-                callback_id, payload, output=output, run_lease=self.row.run_lease
+                callback_id,
+                payload,
+                output=output,
+                run_lease=self.row.run_lease,
+                actor=self.awa.actor,
+                reason=reason,
             )
         except StaleAttempt as exc:
             fresh = await client.get_job(job_id)
@@ -377,7 +384,7 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
             self.dismiss(self.result)
             return
 
-        def confirmed(discard: bool | None) -> None:
+        def confirmed(discard: Confirmed | None) -> None:
             if discard:
                 self.dismiss(self.result)
 
@@ -388,6 +395,7 @@ class CompleteCallbackModal(Guarded, ModalScreen[JobRow | None]):
                 confirm_label="Discard and close",
                 keep_label="Back to the form",
                 danger=True,
+                ask_reason=False,
             ),
             confirmed,
         )

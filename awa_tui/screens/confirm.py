@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -12,12 +13,23 @@ from textual.widgets import Button, Input, Label, Static
 
 from awa_tui.resilience import Guarded
 
+MAX_REASON = 1000  # what the audit trail keeps of a reason
 
-class ConfirmModal(Guarded, ModalScreen[bool]):
-    """``True`` when the person confirms. Enter or y confirms, esc or n backs out.
 
-    Both buttons name what they do ("Cancel job" / "Keep"), never a bare "Cancel" that could
-    mean either.
+@dataclass(frozen=True)
+class Confirmed:
+    """A yes, with the reason typed for the audit trail (None: none given)."""
+
+    reason: str | None = None
+
+
+class ConfirmModal(Guarded, ModalScreen[Confirmed | None]):
+    """``Confirmed`` when the person confirms, None when they back out. Enter or y confirms,
+    esc or n backs out; enter in the reason field confirms too.
+
+    A write's dialog has one optional "Reason" field (``ask_reason``), kept with the write in
+    the audit trail. Both buttons name what they do ("Cancel job" / "Keep"), never a bare
+    "Cancel" that could mean either.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -33,6 +45,7 @@ class ConfirmModal(Guarded, ModalScreen[bool]):
         confirm_label: str,
         keep_label: str,
         danger: bool = False,
+        ask_reason: bool = True,
     ) -> None:
         super().__init__(classes="dialog-screen")
         self.title_text = title
@@ -40,11 +53,18 @@ class ConfirmModal(Guarded, ModalScreen[bool]):
         self.confirm_label = confirm_label
         self.keep_label = keep_label
         self.danger = danger
+        self.ask_reason = ask_reason
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
             yield Static(self.body, classes="dialog-body", markup=False)
+            if self.ask_reason:
+                yield Input(
+                    placeholder="Reason (optional, kept in the audit trail; tab to type)",
+                    max_length=MAX_REASON,
+                    id="confirm-reason",
+                )
             with Horizontal(classes="dialog-buttons"):
                 yield Button(
                     f"{self.confirm_label} (y)",
@@ -56,14 +76,24 @@ class ConfirmModal(Guarded, ModalScreen[bool]):
     def on_mount(self) -> None:
         self.query_one("#confirm", Button).focus()
 
+    def _yes(self) -> Confirmed:
+        if not self.ask_reason:
+            return Confirmed()
+        reason = self.query_one("#confirm-reason", Input).value.strip()
+        return Confirmed(reason or None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(self._yes())
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
+        self.dismiss(self._yes() if event.button.id == "confirm" else None)
 
     def action_confirm(self) -> None:
-        self.dismiss(True)
+        self.dismiss(self._yes())
 
     def action_cancel(self) -> None:
-        self.dismiss(False)
+        self.dismiss(None)
 
 
 class PromptModal(Guarded, ModalScreen[str | None]):

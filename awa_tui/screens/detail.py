@@ -18,6 +18,7 @@ from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
 from awa_tui.present import state_label
 from awa_tui.resilience import is_connection_error
+from awa_tui.screens.audit import JOB_ENTRIES, JobAuditLoaded, job_entries
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
 from awa_tui.timefmt import relative
@@ -28,10 +29,10 @@ from awa_tui.widgets.last_good import LastGoodPanel, kept_output
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
-from awa_tui.writes import confirm_job_action
-from storage import JobAccount, JobKindDescriptor, JobRow
+from awa_tui.writes import confirm_job_action, edit_and_retry
+from storage import JobAccount, JobKindDescriptor, JobRow, SchemaNotMigrated
 
-JOB_WRITES = frozenset({"retry", "cancel", "delete", "purge"})
+JOB_WRITES = frozenset({"retry", "edit_retry", "cancel", "delete", "purge"})
 CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
 
 
@@ -70,6 +71,7 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         Binding("F", "fail_callback", "Fail callback", show=False, id="detail.fail_callback"),
         Binding("T", "retry_callback", "Retry callback", show=False, id="detail.retry_callback"),
         Binding("R", "retry", "Retry", id="detail.retry"),
+        Binding("E", "edit_retry", "Edit & retry", show=False, id="detail.edit_retry"),
         Binding("X", "cancel", "Cancel", id="detail.cancel"),
         Binding("D", "delete", "Delete", id="detail.delete"),
         Binding("P", "purge", "Purge", id="detail.purge"),
@@ -103,6 +105,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             yield JsonView(id="metadata")
             yield Label("Progress", classes="section-title")
             yield JsonView(id="progress", empty="(no progress recorded)")
+            yield Label("Actions taken", classes="section-title")
+            yield Static("", id="job-audit")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -135,6 +139,18 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         row = account.row
         descriptor = await client.get_descriptor(row.kind) if row is not None else self.descriptor
         self.post_message(JobLoaded(self.job_id, row, descriptor, account))
+        # Read after the job: every action that led to the state shown is among these.
+        try:
+            entries = await client.list_audit(job_id=self.job_id, limit=JOB_ENTRIES)
+        except SchemaNotMigrated:
+            entries = None
+        self.post_message(JobAuditLoaded(self.job_id, entries))
+
+    def on_job_audit_loaded(self, message: JobAuditLoaded) -> None:
+        if message.job_id == self.job_id:
+            self.query_one("#job-audit", Static).update(
+                job_entries(message.entries, self.awa.now())
+            )
 
     def on_job_loaded(self, message: JobLoaded) -> None:
         if message.job_id != self.job_id:
@@ -305,6 +321,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
                 return None
             case "retry" | "cancel" | "delete" | "purge":
                 return why_not(self._action_for(action), row)
+            case "edit_retry":
+                return why_not(self._action_for("retry"), row)
             case "complete_callback" | "fail_callback" | "retry_callback":
                 return callback_why_not(row)
         return None
@@ -365,6 +383,10 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
     def action_retry(self) -> None:
         self._confirm(self._action_for("retry"))
+
+    def action_edit_retry(self) -> None:
+        if self.row is not None:
+            edit_and_retry(self.awa, self.row)
 
     def action_cancel(self) -> None:
         self._confirm(JobAction.CANCEL)

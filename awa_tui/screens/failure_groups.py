@@ -226,7 +226,9 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
             done = 0
             for action, ids in plan:
                 if ids:
-                    done += await client.bulk_action(action.value, ids=ids)
+                    done += await client.bulk_action(
+                        action.value, ids=ids, actor=self.awa.actor, reason=confirmed.reason
+                    )
             past = "retried" if retry else "cancelled"
             self.awa.notify(f"{done:,} of {count:,} jobs {past}.", title=verb)
         finally:

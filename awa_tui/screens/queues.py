@@ -22,7 +22,7 @@ from textual.widgets import Sparkline, Static
 from awa_tui.messages import QueuesLoaded
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import Jump
-from awa_tui.screens.confirm import ConfirmModal
+from awa_tui.screens.confirm import Confirmed, ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
 from storage import Client, JobState, QueueSummary
@@ -188,9 +188,9 @@ class QueuesScreen(TableScreen[QueueSummary]):
             f"{q.counts[JobState.AVAILABLE]:,} available jobs again at their next poll."
         )
 
-        def done(confirmed: bool | None) -> None:
+        def done(confirmed: Confirmed | None) -> None:
             if confirmed:
-                self.set_paused(q.queue, pausing)
+                self.set_paused(q.queue, pausing, confirmed.reason)
 
         self.app.push_screen(
             ConfirmModal(
@@ -204,13 +204,13 @@ class QueuesScreen(TableScreen[QueueSummary]):
         )
 
     @work(exclusive=True, exit_on_error=False, group="write")
-    async def set_paused(self, queue: str, paused: bool) -> None:
+    async def set_paused(self, queue: str, paused: bool, reason: str | None = None) -> None:
         client = await self.awa.client()
         try:
             if paused:
-                await client.pause_queue(queue)
+                await client.pause_queue(queue, actor=self.awa.actor, reason=reason)
             else:
-                await client.resume_queue(queue)
+                await client.resume_queue(queue, actor=self.awa.actor, reason=reason)
             self.awa.notify(f"Queue {queue} {'paused' if paused else 'resumed'}.", title="Queues")
         finally:
             self.reload()

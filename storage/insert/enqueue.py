@@ -143,13 +143,15 @@ SELECT (SELECT current_slot FROM ring_state WHERE ring = 'queue'), src.job_id, s
   FROM src, lane, woken
 """
 # An operator retry of a failed or cancelled job ($1, run lease $2); the progress is dropped.
+# $3, when not NULL, is the JSON text of new args (an edit-and-retry), as in REQUEUE_DLQ.
 REQUEUE_DONE = f"""
 WITH gone AS (
     DELETE FROM done_entries
      WHERE job_id = $1 AND run_lease = $2 AND state IN ('failed', 'cancelled')
     RETURNING job_id, run_lease, payload
 ), src AS (
-    SELECT r.job_id, r.kind, r.queue, r.args, r.priority, r.run_lease, r.max_attempts,
+    SELECT r.job_id, r.kind, r.queue, COALESCE($3::text::jsonb, r.args) AS args, r.priority,
+           r.run_lease, r.max_attempts,
            NULL::timestamptz AS attempted_at, r.created_at, r.unique_key,
            COALESCE(g.payload, r.payload) - 'progress' AS carried
       FROM ready_entries r JOIN gone g USING (job_id, run_lease)
@@ -159,7 +161,8 @@ REQUEUE_DLQ = f"""
 WITH gone AS (
     DELETE FROM dlq_entries WHERE job_id = $1 RETURNING *
 ), src AS (
-    SELECT job_id, kind, queue, args, priority, original_run_lease AS run_lease, max_attempts,
+    SELECT job_id, kind, queue, COALESCE($2::text::jsonb, args) AS args, priority,
+           original_run_lease AS run_lease, max_attempts,
            NULL::timestamptz AS attempted_at, created_at, unique_key,
            payload - 'progress' AS carried
       FROM gone
@@ -320,14 +323,18 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-async def requeue_done(conn: Conn, job_id: int, run_lease: int) -> bool:
-    """An operator retry of a failed or cancelled job; False if it is not that any more."""
-    return not (await conn.execute(REQUEUE_DONE, job_id, run_lease)).endswith(" 0")
+async def requeue_done(
+    conn: Conn, job_id: int, run_lease: int, args_json: str | None = None
+) -> bool:
+    """An operator retry of a failed or cancelled job (with new args when ``args_json`` is
+    given); False if it is not that any more."""
+    return not (await conn.execute(REQUEUE_DONE, job_id, run_lease, args_json)).endswith(" 0")
 
 
-async def requeue_dlq(conn: Conn, job_id: int) -> bool:
-    """A dead-lettered job back to its queue; False if it is not dead-lettered any more."""
-    return not (await conn.execute(REQUEUE_DLQ, job_id)).endswith(" 0")
+async def requeue_dlq(conn: Conn, job_id: int, args_json: str | None = None) -> bool:
+    """A dead-lettered job back to its queue (with new args when ``args_json`` is given);
+    False if it is not dead-lettered any more."""
+    return not (await conn.execute(REQUEUE_DLQ, job_id, args_json)).endswith(" 0")
 
 
 async def requeue_waiting(

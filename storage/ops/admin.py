@@ -14,7 +14,10 @@ from storage.db.sql import NOTIFY_CALLBACK, NOTIFY_CANCEL
 from storage.finalize import attempt_writes
 from storage.finalize.types import AttemptRef
 from storage.insert import enqueue, unique
+from storage.ops.audit import Recorder
+from storage.ops.edit_args import NewArgs
 from storage.read import one_job
+from storage.values.codec import to_json_text
 from storage.values.errors import InvalidJobState, JobNotFound
 from storage.values.models import JobRow, JobState
 from storage.values.payload import append_error, error_entry
@@ -124,7 +127,7 @@ def _cancel_payload(row: JobRow) -> dict[str, object]:
 CANCEL_PASSES = 4
 
 
-async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
+async def cancel(conn: Conn, job_id: int, *, outputs: bool, audit: Recorder) -> None:
     """Cancel a job that has not ended. A running handler is told and its completion goes stale."""
     seen: tuple[JobState, int] | None = None
     for _ in range(CANCEL_PASSES):
@@ -136,6 +139,7 @@ async def cancel(conn: Conn, job_id: int, *, outputs: bool) -> None:
             if await _cancel_pass(conn, row):
                 if row.unique_key is not None:
                     await unique.release(conn, job_id, JobState.CANCELLED)
+                await audit.job(conn, "cancel_job", job_id, row.queue)
                 return
     raise _refuse(await _current(conn, job_id, outputs), "cancelled", CANCELLABLE)
 
@@ -177,61 +181,86 @@ class _MovedOn(Exception):
     """Roll back: the job left the state it was read in before the write."""
 
 
-async def retry(conn: Conn, job_id: int, *, outputs: bool) -> None:
-    """Run a failed or cancelled job again: same id, attempt 0, errors kept."""
+async def retry(
+    conn: Conn,
+    job_id: int,
+    *,
+    outputs: bool,
+    audit: Recorder,
+    args: NewArgs | None = None,
+) -> None:
+    """Run a failed or cancelled job again: same id, attempt 0, errors kept. With ``args``
+    (the new args' JSON text from the job as read), it runs with them instead, and the audit
+    entry keeps the original args (an edit-and-retry)."""
     row = await _current(conn, job_id, outputs)
     if row.dlq is None and row.state not in RETRYABLE:
         raise _refuse(row, "retried", "failed, cancelled or dead-lettered")
+    new_args = None if args is None else await args(conn, row)
     try:
         async with conn.transaction():
             if row.unique_key is not None:
                 await unique.reacquire(conn, job_id)  # keys before lanes, as inserts take them
             if row.dlq is not None:
-                requeued = await enqueue.requeue_dlq(conn, job_id)
+                requeued = await enqueue.requeue_dlq(conn, job_id, new_args)
             else:
-                requeued = await enqueue.requeue_done(conn, job_id, row.run_lease)
+                requeued = await enqueue.requeue_done(conn, job_id, row.run_lease, new_args)
             if not requeued:
                 raise _MovedOn
+            if new_args is None:
+                await audit.job(conn, "retry_job", job_id, row.queue)
+            else:
+                original = to_json_text(row.args).decode()
+                await audit.job(conn, "retry_edited", job_id, row.queue, original_args=original)
     except _MovedOn:
         now = await _current(conn, job_id, outputs)
         raise _refuse(now, "retried", "failed or cancelled") from None
 
 
-async def retry_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
+async def retry_dlq(conn: Conn, job_id: int, *, outputs: bool, audit: Recorder) -> None:
     """Move a dead-lettered job back to its queue (same id, attempt 0, errors kept)."""
     row = await _current(conn, job_id, outputs)
     if row.dlq is None:
         raise _refuse(row, "retried from the DLQ", "dead-lettered")
-    async with conn.transaction():
-        if row.unique_key is not None:
-            await unique.reacquire(conn, job_id)
-        await enqueue.requeue_dlq(conn, job_id)
+    try:
+        async with conn.transaction():
+            if row.unique_key is not None:
+                await unique.reacquire(conn, job_id)
+            if not await enqueue.requeue_dlq(conn, job_id):
+                raise _MovedOn
+            await audit.job(conn, "retry_dlq", job_id, row.queue)
+    except _MovedOn:
+        now = await _current(conn, job_id, outputs)
+        raise _refuse(now, "retried from the DLQ", "dead-lettered") from None
 
 
-async def delete(conn: Conn, job_id: int, *, outputs: bool) -> None:
+async def delete(conn: Conn, job_id: int, *, outputs: bool, audit: Recorder) -> None:
     """Delete a terminal job. A compact completion gets a tombstone; its bytes stay until prune."""
     row = await _current(conn, job_id, outputs)
     async with conn.transaction():
         if row.dlq is not None:
-            await conn.execute(PURGE_DLQ, job_id)
+            status = await conn.execute(PURGE_DLQ, job_id)
         elif row.state is JobState.COMPLETED and row.storage_path == "compact":
-            await conn.execute(TOMBSTONE_COMPACT, job_id, row.run_lease)
+            status = await conn.execute(TOMBSTONE_COMPACT, job_id, row.run_lease)
         elif row.state in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
-            await conn.execute(DELETE_GENERAL, job_id, row.run_lease, row.state.value)
+            status = await conn.execute(DELETE_GENERAL, job_id, row.run_lease, row.state.value)
         else:
             raise _refuse(row, "deleted", "completed, failed or cancelled")
         if row.unique_key is not None:
             await unique.forget(conn, [job_id])
+        if not status.endswith(" 0"):  # gone already: whoever removed it recorded that
+            await audit.job(conn, "delete_job", job_id, row.queue)
 
 
-async def purge_dlq(conn: Conn, job_id: int, *, outputs: bool) -> None:
+async def purge_dlq(conn: Conn, job_id: int, *, outputs: bool, audit: Recorder) -> None:
     row = await _current(conn, job_id, outputs)
     if row.dlq is None:
         raise _refuse(row, "purged from the DLQ", "dead-lettered")
     async with conn.transaction():
-        await conn.execute(PURGE_DLQ, job_id)
+        status = await conn.execute(PURGE_DLQ, job_id)
         if row.unique_key is not None:
             await unique.forget(conn, [job_id])
+        if not status.endswith(" 0"):  # gone already: whoever removed it recorded that
+            await audit.job(conn, "purge_dlq", job_id, row.queue)
 
 
 async def database_read_only(conn: Conn) -> bool:

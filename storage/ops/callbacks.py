@@ -20,6 +20,7 @@ from storage.finalize import attempt_writes, general_writes
 from storage.finalize.rules import Failure
 from storage.finalize.types import AttemptRecord, AttemptRef, GeneralCompletion, Outcome
 from storage.insert import enqueue
+from storage.ops.audit import Recorder
 from storage.ops.declared_output import (
     DeclaredOutput,
     LocalModels,
@@ -54,10 +55,12 @@ SELECT s.state, s.callback_resolved FROM attempt_state s WHERE s.callback_id = $
 """
 
 HEARTBEAT = """
-UPDATE attempt_state SET callback_timeout_at = now() + make_interval(secs => $2),
-                         heartbeat_at = now()
- WHERE callback_id = $1 AND NOT callback_resolved
-RETURNING job_id
+UPDATE attempt_state s SET callback_timeout_at = now() + make_interval(secs => $2),
+                           heartbeat_at = now()
+  FROM ready_entries r
+ WHERE s.callback_id = $1 AND NOT s.callback_resolved
+   AND r.job_id = s.job_id AND r.run_lease = s.run_lease
+RETURNING s.job_id, r.queue
 """
 
 RESOLVE = """
@@ -179,6 +182,7 @@ async def complete_external(
     *,
     outputs_supported: bool,
     local_models: LocalModels,
+    audit: Recorder,
 ) -> tuple[JobRow, str | None, bool]:
     """Complete the callback's job with ``opts.output``, checked against the job kind's
     declared output (``storage.ops.declared_output``); a refused output raises ``OutputError`` and
@@ -209,11 +213,13 @@ async def complete_external(
         )
         if row is None:  # a handler waiting on it learns it is stale from the notice
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
+        job_id, queue = attempt.ref.job_id, attempt.queue
+        await audit.job(conn, "complete_external", job_id, queue, output_text=stored)
     return one_job.completed_row(row, attempt.record.attempted_at, stored), stored, dropped
 
 
 async def fail_external(
-    conn: Conn, callback_id: str, error: str, *, run_lease: int | None = None
+    conn: Conn, callback_id: str, error: str, *, run_lease: int | None = None, audit: Recorder
 ) -> int:
     """Fail the callback's job terminally with ``error`` in its history (DLQ when enabled)."""
     reason = unstorable(error) if isinstance(error, str) else "no text"
@@ -232,10 +238,13 @@ async def fail_external(
         if ended.outcome is not Outcome.WRITTEN:
             raise CallbackNotFound(f"Callback {callback_id} was resolved by someone else first.")
         await conn.execute(NOTIFY_CALLBACK, callback_id)
+        await audit.job(conn, "fail_external", attempt.ref.job_id, attempt.queue)
     return attempt.ref.job_id
 
 
-async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None = None) -> int:
+async def retry_external(
+    conn: Conn, callback_id: str, *, run_lease: int | None = None, audit: Recorder
+) -> int:
     """Close the waiting attempt and make the job available again now, at attempt 0.
 
     Only a parked attempt (``waiting_external``) can be retried: retrying one whose handler is
@@ -255,16 +264,22 @@ async def retry_external(conn: Conn, callback_id: str, *, run_lease: int | None 
             conn, attempt.ref.job_id, attempt.ref.run_lease, attempt.record.attempted_at, payload
         )
         await conn.execute(NOTIFY_CALLBACK, callback_id)
+        await audit.job(conn, "retry_external", attempt.ref.job_id, attempt.queue)
     return attempt.ref.job_id
 
 
-async def heartbeat(conn: Conn, callback_id: str, timeout_seconds: float) -> int:
+async def heartbeat(
+    conn: Conn, callback_id: str, timeout_seconds: float, *, audit: Recorder
+) -> int:
     """Push the callback's timeout out by ``timeout_seconds`` from now."""
-    job_id: int | None = await conn.fetchval(HEARTBEAT, _checked_id(callback_id), timeout_seconds)
-    if job_id is None:
-        raise CallbackNotFound(
-            f"No job is waiting for callback {callback_id} (unknown or already resolved)."
-        )
+    async with conn.transaction():
+        row = await conn.fetchrow(HEARTBEAT, _checked_id(callback_id), timeout_seconds)
+        if row is None:
+            raise CallbackNotFound(
+                f"No job is waiting for callback {callback_id} (unknown or already resolved)."
+            )
+        job_id: int = row["job_id"]
+        await audit.job(conn, "heartbeat_callback", job_id, row["queue"])
     return job_id
 
 

@@ -4,7 +4,8 @@ One leader at a time (a session advisory lock per pass). Rescue closes the old a
 the job becomes runnable again, so a late completion from a presumed-dead worker is stale; it
 writes an error entry without an output, which leaves an earlier kept output in place. The pass
 reports every rescue it committed (``PassReport.rescues``) so the client can emit ``rescued``
-events after the fact. Dead-lettered jobs older than ``dlq_retention`` are purged.
+events after the fact. Dead-lettered jobs older than ``dlq_retention`` are purged, and audit
+entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``).
 
 Rings: hot tables are LIST-partitioned into slots. Rotation moves writers to the next slot
 (skipped while the current slot is idle); prune empties the oldest sealed slot with TRUNCATE,
@@ -31,6 +32,7 @@ from storage.db.sql import (
 )
 from storage.finalize.types import AttemptRecord, AttemptRef
 from storage.insert import enqueue, periodic, unique
+from storage.ops import audit
 from storage.ops.rescue import Rescued, end_attempt
 from storage.values.models import HEARTBEAT_STALE_SECONDS
 
@@ -218,6 +220,7 @@ class MaintenanceSettings:
     claim_rotate_interval: timedelta = timedelta(minutes=5)
     failed_retention: timedelta = timedelta(hours=72)
     dlq_retention: timedelta = timedelta(days=30)  # then dead-lettered jobs are purged
+    audit_retention: timedelta = timedelta(days=90)  # then audit entries are deleted
     batch: int = 1000
 
 
@@ -230,6 +233,7 @@ class PassReport:
     pruned: tuple[str, ...] = ()
     leader: bool = True
     dlq_purged: int = 0
+    audit_pruned: int = 0
     periodic: int = 0  # ticks enqueued
     rescues: list[Rescued] = field(default_factory=list)  # committed, in order (for events)
 
@@ -255,6 +259,7 @@ async def run_pass(
         report.rescues = rescued + timed_out
         await conn.execute(ORPHAN_STATE)
         report.dlq_purged = await purge_old_dlq(conn, settings)
+        report.audit_pruned = await audit.prune(conn, settings.audit_retention, settings.batch)
         await advance_horizon(conn)
         rotated, pruned = [], []
         for ring, interval in (

@@ -42,6 +42,7 @@ ROUTES = [
     ("GET", "/api/schedules"),
     ("POST", "/api/schedules/nightly/trigger"),
     ("GET", "/metrics"),
+    ("GET", "/api/audit"),
 ]
 OPEN = [("GET", "/healthz"), ("GET", "/readyz")]
 """Health: no token (load balancers send none), no data (tests/http/test_metrics.py)."""

@@ -39,7 +39,8 @@ def test_client_methods_published_from_its_parts_read_as_methods() -> None:
     assert "limit" in signature.parameters
     assert Client.browse.__name__ == "browse"
     assert "one snapshot" in (Client.browse.__doc__ or "")
-    assert inspect.signature(Client.retry_job).parameters.keys() == {"self", "job_id"}
+    retry_params = {"self", "job_id", "args", "actor", "reason"}
+    assert inspect.signature(Client.retry_job).parameters.keys() == retry_params
     text = pydoc.plain(pydoc.render_doc(Client))
     assert "Delegated object" not in text
     assert "browse(self, where: 'ListFilter | None' = None, /, *" in text

@@ -191,7 +191,7 @@ async def seed_incident(client: Client, conn: asyncpg.Connection) -> Incident:
     retryable = await client.insert(SyncInventory(warehouse="us-1"), max_attempts=5)
     await work(client, "default")
     cancelled = await client.insert(SendEmail(to="typo@exmaple.com", template="welcome"))
-    await client.cancel_job(cancelled.id)
+    await client.cancel_job(cancelled.id, actor="seed@tests")  # not the host's user@host
     untyped = await client.insert({"path": "/tmp/export-17"}, kind="cleanup_tmp")
     await work(client, "default")
     await client.sync_descriptors()
@@ -378,6 +378,22 @@ class Screen:
         await pilot.pause()
 
 
+# Four operator writes at fixed times (the seed's own cancel, at the real time, dropped).
+AUDIT_TRAIL = """
+WITH gone AS (DELETE FROM audit_log WHERE $1::timestamptz IS NOT NULL)
+INSERT INTO audit_log (at, actor, action, job_ids, filter, count, queue, reason, output_size,
+                       output_sha256)
+VALUES ($1 - interval '40 minutes', 'bo@oncall-box', 'pause_queue', '{}', NULL, 1, 'mail',
+        'SMTP provider outage', NULL, NULL),
+       ($1 - interval '25 minutes', 'ana@ops-laptop', 'bulk_retry', '{}',
+        'state=failed kind=sync_inventory', 3, NULL, 'INC-4312 fixed upstream', NULL, NULL),
+       ($1 - interval '9 minutes', 'api', 'purge_dlq', '{10}', NULL, 1, 'reports', NULL, NULL,
+        NULL),
+       ($1 - interval '2 minutes', 'ana@ops-laptop', 'complete_external', '{7}', NULL, 1,
+        'payments', 'provider confirmed the charge by phone', 61,
+        '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08')
+"""
+
 PAUSE_MAIL = """
 INSERT INTO queue_settings (queue, paused, paused_at)
 VALUES ('mail', true, $1::timestamptz - interval '7 minutes')
@@ -421,6 +437,7 @@ SCREENS: dict[str, Screen] = {
         Screen("failure-groups", keys=("G",)),
         Screen("timeline", app_options=(("initial_job", 5),), keys=("t",)),
         Screen("schedules", keys=("S",)),
+        Screen("audit", keys=("U",), sql=(AUDIT_TRAIL,)),
         Screen("read-only", app_options=(("read_only", True),)),
         Screen("empty", seed=False),
     )

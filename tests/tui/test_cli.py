@@ -123,3 +123,11 @@ def test_no_password_in_cli_errors(
     assert code in (EXIT_USAGE, EXIT_CONNECT)
     assert len(captured.err.strip().splitlines()) == 1, captured.err
     assert "s3cret" not in captured.err + captured.out
+
+
+def test_an_actor_the_audit_trail_cannot_keep_exits_2_before_connecting() -> None:
+    result = run_cli("--actor", " ", "--dsn", "postgresql://oncall@127.0.0.1:1/jobs")
+    assert result.returncode == EXIT_USAGE
+    assert "actor must be non-empty" in assert_one_clean_line(result)
+    too_long = run_cli("--actor", "a" * 201, "--dsn", "postgresql://oncall@127.0.0.1:1/jobs")
+    assert too_long.returncode == EXIT_USAGE

@@ -173,3 +173,11 @@ def test_read_only_banner(snap_compare: SnapCompare, migrated_dsn: str, schema: 
 def test_empty_database(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """A migrated schema with no jobs: every tab counts 0 and the status line says "No jobs"."""
     check(snap_compare, migrated_dsn, schema, SCREENS["empty"])
+
+
+def test_audit(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """The Audit screen (U) newest first: ana's manual completion of job 7 two minutes ago
+    with its reason, the API's purge of job 10, ana's bulk retry (3 jobs matching
+    state=failed kind=sync_inventory) and bo's pause of queue mail; the selected completion's
+    detail below shows its output as 61 bytes and a sha256, never its text."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["audit"])

@@ -26,7 +26,9 @@ from storage.finalize.compact_writes import complete_compact
 from storage.finalize.types import CompactCompletion, Outcome
 from storage.insert.enqueue import NewJob, insert_jobs, promote_due
 from storage.ops.admin import cancel
+from storage.ops.audit import Recorder
 from storage.runtime.claim import CLAIM_BATCH, LOCK_LANE, claim_batch
+from storage.values.audit import Audit
 
 Args = dict[str, Any]
 
@@ -34,6 +36,8 @@ LOCK_WAIT = """
 SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'
 """
 TERMINAL_ROWS = "SELECT state, output FROM terminal_jobs WHERE job_id = $1"
+
+OPERATOR = Recorder(Audit.of("test"))  # who the direct calls of cancel are audited as
 
 
 def _register(client: Client) -> None:
@@ -59,7 +63,8 @@ async def test_claim_waiting_behind_a_cancel_does_not_take_the_cancelled_job(
     async with client.pool.acquire() as holder, client.pool.acquire() as claimer:
         tx = holder.transaction()
         await tx.start()
-        await cancel(holder, job_id, outputs=True)  # lane locked, ready row tombstoned
+        # The lane locked, the ready row tombstoned:
+        await cancel(holder, job_id, outputs=True, audit=OPERATOR)
         started = asyncio.ensure_future(claim_batch(claimer, ["default"], 256, 1800))
         await _wait_for_lock(conn, claimer.get_server_pid(), started)
         await tx.commit()
@@ -77,8 +82,8 @@ async def test_second_cancel_waiting_behind_the_first_is_refused(
     async with client.pool.acquire() as holder, client.pool.acquire() as other:
         tx = holder.transaction()
         await tx.start()
-        await cancel(holder, job_id, outputs=True)
-        second = asyncio.ensure_future(cancel(other, job_id, outputs=True))
+        await cancel(holder, job_id, outputs=True, audit=OPERATOR)
+        second = asyncio.ensure_future(cancel(other, job_id, outputs=True, audit=OPERATOR))
         await _wait_for_lock(conn, other.get_server_pid(), second)
         await tx.commit()
         with pytest.raises(InvalidJobState, match="cancelled"):
@@ -95,7 +100,7 @@ async def test_cancel_waiting_behind_a_claim_cancels_the_running_attempt(
         tx = holder.transaction()
         await tx.start()
         (claimed,) = await claim_batch(holder, ["default"], 256, 1800)
-        cancelling = asyncio.ensure_future(cancel(other, job_id, outputs=True))
+        cancelling = asyncio.ensure_future(cancel(other, job_id, outputs=True, audit=OPERATOR))
         await _wait_for_lock(conn, other.get_server_pid(), cancelling)
         await tx.commit()
         await cancelling  # went through the running-attempt path: the claim won
@@ -121,7 +126,7 @@ async def test_cancel_waiting_behind_a_promotion_cancels_the_promoted_job(
         tx = holder.transaction()
         await tx.start()
         assert await promote_due(holder) == 1
-        cancelling = asyncio.ensure_future(cancel(other, row.id, outputs=True))
+        cancelling = asyncio.ensure_future(cancel(other, row.id, outputs=True, audit=OPERATOR))
         await _wait_for_lock(conn, other.get_server_pid(), cancelling)
         await tx.commit()
         await cancelling  # decided again as an available job, not refused as one
