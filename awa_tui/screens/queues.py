@@ -1,15 +1,16 @@
 """Queues: one row per queue with its pause state, depth per live state, lag and throughput.
 
 The first questions of an incident: which queue is backing up, is it still moving, and can I
-stop it while I look. ``p`` pauses or resumes the selected queue (confirmed; refused with the
+stop it while I look. The rows are sorted by lag, largest first (``s`` cycles to depth and to
+failures). ``p`` pauses or resumes the selected queue (confirmed; refused with the
 reason in read-only mode). The rows refresh live like the browser's, and stay on screen marked
 stale while the connection is lost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -50,6 +51,27 @@ def sparkline_text(values: list[int], width: int = SPARK_WIDTH) -> Text:
     return Text("".join(chars), style="green")
 
 
+NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _by_lag(q: QueueSummary) -> tuple[datetime, str]:
+    """The oldest available job first (the largest lag); queues with none available last."""
+    return (q.oldest_available_at or NEVER, q.queue)
+
+
+SORTS: tuple[tuple[str, Callable[[QueueSummary], tuple[object, ...]]], ...] = (
+    ("lag", _by_lag),
+    ("depth", lambda q: (-q.counts.get(JobState.AVAILABLE, 0), q.queue)),
+    ("failures", lambda q: (-q.failed_1h, q.queue)),
+)
+"""The Queues screen's orders, ``s`` cycling through them: each largest first, ties by name.
+Lag first: it answers "which queue is backing up". Depth is the available jobs."""
+
+
+def sorted_queues(queues: Sequence[QueueSummary], sort: str) -> list[QueueSummary]:
+    return sorted(queues, key=dict(SORTS)[sort])
+
+
 def lag_text(lag: timedelta | None) -> Text:
     if lag is None:
         return Text("-", style="dim", justify="right")
@@ -68,7 +90,8 @@ class QueuesScreen(TableScreen[QueueSummary]):
     TITLE = "Queues"
     HELP = (
         "Which queue is backing up: per queue its lag (age of the oldest available job), "
-        "failures in the last hour, depth by state and completions. Enter opens the browser on "
+        "failures in the last hour, depth by state and completions, largest lag first; s sorts "
+        "by depth (available jobs), then failures, then lag again. Enter opens the browser on "
         "the queue's jobs (esc comes back to this row); p pauses or resumes it."
     )
     JUMP = Jump("Q", "queues", "Queues")
@@ -93,10 +116,14 @@ class QueuesScreen(TableScreen[QueueSummary]):
         Binding("escape", "back", "Back", id="queues.back"),
         Binding("enter", "jobs", "Jobs of queue", id="queues.jobs"),
         Binding("p", "toggle_pause", "Pause/resume", id="queues.pause"),
+        Binding("s", "sort", "Sort", id="queues.sort"),
         Binding("r", "refresh", "Refresh", id="queues.refresh"),
         Binding("j", "down", "Down", show=False, id="queues.down"),
         Binding("k", "up", "Up", show=False, id="queues.up"),
     ]
+
+    sort = SORTS[0][0]
+    """The order of the rows, a name in ``SORTS``."""
 
     def compose_detail(self) -> ComposeResult:
         yield Static(Text("loading…", style="dim"), id="queue-summary")
@@ -108,7 +135,17 @@ class QueuesScreen(TableScreen[QueueSummary]):
         return QueuesLoaded(await client.list_queues())
 
     def on_queues_loaded(self, message: QueuesLoaded) -> None:
-        self.show_rows(message.queues)
+        self.show_rows(sorted_queues(message.queues, self.sort))
+
+    def action_sort(self) -> None:
+        """The next order of ``SORTS``, on the rows shown (no new read); the cursor stays on
+        its queue."""
+        names = [name for name, _key in SORTS]
+        self.sort = names[(names.index(self.sort) + 1) % len(names)]
+        if self.loaded:
+            self.show_rows(sorted_queues(self.rows, self.sort))
+        else:
+            self.show_head()
 
     def row_key(self, row: QueueSummary) -> str:
         return row.queue
@@ -127,7 +164,7 @@ class QueuesScreen(TableScreen[QueueSummary]):
 
     def headline(self) -> list[HeadPart]:
         paused = sum(q.paused for q in self.rows)
-        parts: list[HeadPart] = [f" · {len(self.rows)} known"]
+        parts: list[HeadPart] = [f" · {len(self.rows)} known · by {self.sort} ▼ (s)"]
         if paused:
             parts.append((f" · {paused} paused", "bold yellow"))
         return parts
