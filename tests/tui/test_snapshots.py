@@ -42,7 +42,8 @@ def test_browser_time_range_sorted(
 def test_detail_typed_output(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Job 4 (resize_image, general path, tag "upload"): the summary grid, and the output panel
     labelled "type Thumbnail", "size 79 B of 4,096 B", "fits the schema", the stored JSON text
-    highlighted exactly as stored."""
+    highlighted exactly as stored. The footer offers Delete, the one write a completed job
+    takes: no Complete, Retry or Cancel."""
     check(snap_compare, migrated_dsn, schema, SCREENS["detail"])
 
 
