@@ -97,15 +97,18 @@ class QueuesScreen(TableScreen[QueueSummary]):
     JUMP = Jump("Q", "queues", "Queues")
     READ_GROUP = "queues"
     COLUMNS = (
-        ("queue", "queue", None),
-        ("state", "state", None),
-        ("lag", "lag", None),  # lag and failures first: what on-call reads first
-        ("f1h", "failed 1h", None),
-        *[(label, label, None) for label, _state in DEPTH],
-        ("c5", "done 5m", None),
-        ("c1h", "done 1h", None),
-        ("spark", "completions/min, last hour", None),
+        ("queue", "queue", 12),
+        ("state", "state", 6),
+        ("lag", "lag", 4),  # lag and failures first: what on-call reads first
+        ("f1h", "failed 1h", 9),
+        *[(label, label, max(len(label), 4)) for label, _state in DEPTH],
+        ("c5", "done 5m", 7),
+        ("c1h", "done 1h", 7),
+        ("spark", "completions/min, last hour", SPARK_WIDTH),
     )
+    SHRINK = (("spark", 15), ("c1h", None), ("spark", None), ("c5", None), ("sched", None))
+    """Narrow: the sparkline halves, then the hour's and 5 minutes' completions and the
+    scheduled count leave; the queue, its lag, failures and what waits to run stay."""
     ENTER = "jobs"
     WRITE_ACTIONS = frozenset({"toggle_pause"})
     DEFAULT_CSS = """
@@ -159,7 +162,7 @@ class QueuesScreen(TableScreen[QueueSummary]):
             *[_depth(row, state) for _label, state in DEPTH],
             _count(row.completed_5m),
             _count(row.completed_1h, exact=row.hour_exact),
-            sparkline_text(row.completions_per_minute),
+            sparkline_text(row.completions_per_minute, self.width_of("spark") or SPARK_WIDTH),
         )
 
     def headline(self) -> list[HeadPart]:

@@ -42,7 +42,8 @@ def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: dateti
         pairs += [("Heartbeat", heartbeat_note(row, now)), ("", "")]
     if row.callback is not None:
         pairs += [
-            ("Callback id", Text(row.callback.callback_id, style="bold magenta")),
+            # never wrapped or cut: the grid gives its column the id's whole width
+            ("Callback id", Text(row.callback.callback_id, style="bold magenta", no_wrap=True)),
             ("Callback", f"{row.callback.state}, times out {both(row.callback.timeout_at, now)}"),
         ]
     if row.dlq is not None:
