@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
 from pydantic import BaseModel
+from rich.console import Console
 from textual.widgets import DataTable
 
 from awa_tui.screens.failure_groups import FailureGroupsScreen
 from awa_tui.screens.queues import QueuesScreen
+from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.job_table import JobTable
 from awa_tui.widgets.widths import cut
 from storage import Client, Job
@@ -126,11 +127,15 @@ async def test_the_browser_keeps_the_id_at_80_and_gives_the_last_error_its_room_
 
 
 async def test_a_callback_id_is_never_cut_at_80(
-    migrated_dsn: str, schema: str, incident: Incident, conn: asyncpg.Connection
+    migrated_dsn: str, schema: str, incident: Incident, client: Client
 ) -> None:
-    app = build_app(migrated_dsn, schema, initial_job=incident.waiting)
-    async with app.run_test(size=NARROW) as pilot:
-        await settle(pilot)
-        row = app.screen.row  # type: ignore[attr-defined]
-        assert row.callback is not None
-        assert row.callback.callback_id in text_of(app.screen.query_one("#summary"))
+    """The detail's summary, rendered 80 and 60 cells wide: the id stays on one line, whole."""
+    row = await client.get_job(incident.waiting)
+    assert row is not None
+    assert row.callback is not None
+    for width in (80, 60):
+        console = Console(width=width, record=True, color_system=None)
+        with console.capture() as capture:
+            console.print(summary_table(row, None, row.created_at))
+        lines = capture.get().splitlines()
+        assert any(row.callback.callback_id in line for line in lines), lines
