@@ -110,7 +110,7 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
             relative(row.first_seen, now),
             relative(row.last_seen, now),
             Text(KEPT_OUTPUT_MARK, style="yellow") if row.kept_output else "",
-            Text(cut(row.signature, self.width_of("signature") or 90), style="red"),
+            Text(cut(row.signature, self.width_of("signature") or 90, middle=True), style="red"),
         )
 
     def headline(self) -> list[HeadPart]:

@@ -42,11 +42,11 @@ CELL_KEYS = (*(key for key, _l, _w in COLUMNS), HEARTBEAT_COLUMN[0])
 SORT_COLUMNS = {SortColumn.ID: "id", SortColumn.WHEN: "time", SortColumn.ATTEMPTS: "attempt"}
 WIDTHS = WidthPolicy(
     COLUMNS,
-    steps=(("kind", 16), ("queue", None), ("attempt", None), ("time", None)),
+    steps=(("kind", 16), ("queue", None), ("attempt", None), ("time", None), ("output", None)),
     flexible=("error", HEARTBEAT_COLUMN[0]),
     flexible_min=36,
 )
-"""How the table fits a narrow terminal, in order: narrow kind, drop queue, drop att, drop when.
+"""How the table fits a narrow terminal, in order: narrow kind, drop queue, att, when and out.
 id, kind, state and last error always stay; the last error takes the room left (at least 36)."""
 
 

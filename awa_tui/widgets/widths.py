@@ -63,15 +63,16 @@ def width_of(columns: Sequence[Column], key: str) -> int | None:
     return next((w for k, _l, w in columns if k == key), None)
 
 
-def cut(text: str, width: int) -> str:
-    """``text`` on one line in ``width`` cells. When it does not fit in 30 or more, its start
-    and its end stay, the middle marked cut: two texts that differ only after the first
-    ``width`` cells (two failure signatures, ``RuntimeError: upstream ...``) still read
-    differently."""
+def cut(text: str, width: int, *, middle: bool = False) -> str:
+    """``text`` on one line in ``width`` cells, cut with a mark when it does not fit.
+
+    ``middle``: its start and its end stay (in 30 cells or more), so two texts that differ only
+    after the first ``width`` cells (two failure signatures, ``RuntimeError: upstream ...``)
+    still read differently. Else its start: errors end alike ("(max attempts 3 exhausted)")."""
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
-    if width < 30:  # too short for two ends to read: its start
+    if not middle or width < 30:
         return flat[: max(width - 1, 0)] + "…"
     tail = width // 3
     return flat[: width - tail - 1] + "…" + flat[-tail:]

@@ -53,12 +53,13 @@ def fits(table: DataTable[Any], width: int) -> bool:
 
 
 def test_cut_keeps_both_ends() -> None:
-    a, b = cut(LATE + "north", 40), cut(LATE + "south", 40)
+    a, b = (cut(LATE + end, 40, middle=True) for end in ("north", "south"))
     assert a != b
     assert len(a) == 40
     assert a.startswith("upstream inventory")
     assert a.endswith("north")
     assert cut("short", 40) == "short"
+    assert cut(LATE, 20) == LATE[:19] + "…"  # the start only, unless asked
 
 
 async def test_failure_groups_keep_their_signatures_apart_at_80_and_whole_at_200(
