@@ -3,7 +3,8 @@
 The workload shows what the console is for: typed outputs completed on both storage paths
 (plain jobs take the compact path, jobs with tags or metadata the general one), retries whose
 failed attempts recorded outputs, a dead-letter queue, jobs parked waiting for callbacks, jobs
-scheduled for later, long-running jobs, and new jobs arriving every few seconds.
+scheduled for later, long-running jobs, new jobs arriving every few seconds, and one queue
+that backs up now and then (``awa_tui.demo_backlog``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
+from awa_tui.demo_backlog import Backlog
 from awa_tui.embedded import (
     SIGNALS,
     EmbeddedPostgres,
@@ -138,8 +140,9 @@ class DemoClient(Client):
         await super().close(timeout)
 
 
-def register(client: Client) -> None:
-    """The demo's kinds: each declares an output type and publishes a descriptor."""
+def register(client: Client, backlog: Backlog | None = None) -> None:
+    """The demo's kinds: each declares an output type and publishes a descriptor. With a
+    ``backlog``, the handlers of its queue wait out its stalls."""
 
     @client.task(SendEmail, output=EmailReceipt, queue="mail")
     async def send_email(job: Job[SendEmail]) -> RetryAfter | None:
@@ -154,6 +157,8 @@ def register(client: Client) -> None:
 
     @client.task(ResizeImage, output=Thumbnail, queue="images")
     async def resize_image(job: Job[ResizeImage]) -> None:
+        if backlog is not None:
+            await backlog.wait_turn("images")
         await asyncio.sleep(0.2)
         w, h = job.args.width // 4, job.args.height // 4
         job.set_output(
@@ -241,14 +246,19 @@ async def seed(client: Client, rng: random.Random) -> None:
     )
 
 
-async def feed(client: Client, rng: random.Random) -> None:
-    """Jobs keep arriving while you watch."""
+async def feed(client: Client, rng: random.Random, backlog: Backlog) -> None:
+    """Jobs keep arriving while you watch; during a backlog, a burst of uploads too."""
     order = 1000
+    started = time.monotonic()
     while True:
         await asyncio.sleep(rng.uniform(2.0, 4.0))
         order += 1
         choice = rng.random()
         try:
+            if backlog.step(time.monotonic() - started):  # uploads pile up while it stalls
+                images = range(order * 10, order * 10 + backlog.burst)
+                burst = [ResizeImage(image_id=n, width=800, height=600) for n in images]
+                await client.insert_many(burst, tags=["upload"], returning="ids")
             if choice < 0.4:
                 await client.insert(SendEmail(to=f"user{order}@example.com", template="receipt"))
             elif choice < 0.6:
@@ -280,10 +290,11 @@ class DemoWorkload:
         self.schema = schema
         self.read_only = read_only
         self.rng = random.Random(seed_value)
+        self.backlog = Backlog()
 
     async def start(self) -> Client:
         client = await DemoClient.connect(self.dsn, self.schema)
-        register(client)
+        register(client, self.backlog)
         await seed(client, self.rng)
         # Periodic schedules (the S screen): stored by start(), enqueued by maintenance.
         client.periodic(BuildReport(report="digest", seconds=2), every=timedelta(minutes=1))
@@ -293,8 +304,9 @@ class DemoWorkload:
             timezone="Europe/Paris",
             name="nightly-sales",
         )
-        await client.start()
-        client.feeder = asyncio.get_running_loop().create_task(feed(client, self.rng))
+        await client.start(self.backlog.queue_limits(s.queue for s in client.tasks.values()))
+        feeder = feed(client, self.rng, self.backlog)
+        client.feeder = asyncio.get_running_loop().create_task(feeder)
         if not self.read_only:
             return client
         console = await DemoClient.connect(self.dsn, self.schema, read_only=True)

@@ -30,7 +30,7 @@ from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
 from awa_tui.writes import confirm_job_action, edit_and_retry
-from storage import JobAccount, JobKindDescriptor, JobRow, SchemaNotMigrated
+from storage import JobAccount, JobKindDescriptor, JobRow, JobState, SchemaNotMigrated
 
 JOB_WRITES = frozenset({"retry", "edit_retry", "cancel", "delete", "purge"})
 CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
@@ -290,8 +290,15 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
     # -- bindings -----------------------------------------------------------------------------
     def hides(self, action: str) -> bool:
-        if action == "purge" and (self.row is None or self.row.dlq is None):
-            return True  # purge only exists for dead-lettered jobs
+        """A write this job's state rules out leaves the footer (its key still says why when
+        pressed); one that applies in a moment stays dimmed: a callback not parked yet, a job
+        not loaded yet (purge only exists for dead-lettered jobs)."""
+        row = self.row
+        if row is None:
+            return action == "purge" or super().hides(action)
+        parking = row.state is JobState.RUNNING and row.callback is not None
+        if action in JOB_WRITES or (action in CALLBACK_WRITES and not parking):
+            return True
         return super().hides(action)
 
     def binding_reason(self, action: str) -> str | None:

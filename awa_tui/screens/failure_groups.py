@@ -24,12 +24,13 @@ from textual.widgets import Static
 
 from awa_tui.actions import group_plan
 from awa_tui.messages import FailureGroupsLoaded
-from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, one_line, plural
+from awa_tui.present import KEPT_OUTPUT_MARK, kind_text, plural
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import Jump
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
+from awa_tui.widgets.widths import cut
 from storage import Client, FailureGroup
 
 WRITES = frozenset({"retry_group", "cancel_group"})
@@ -70,8 +71,13 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
         ("first", "first seen", 10),
         ("last", "last seen", 10),
         ("out", "out", 3),
-        ("signature", "signature", None),  # last: a narrow terminal cuts only this
+        ("signature", "signature", None),  # last: it takes the room left
     )
+    SHRINK = (("first", None), ("kind", 14), ("out", None))
+    FLEXIBLE = ("signature",)
+    FLEXIBLE_MIN = 40
+    """Narrow: first seen leaves, kind narrows, the kept-output mark leaves; the signature keeps
+    at least 40 cells, cut in its middle (``cut``) so two signatures never read the same."""
     ENTER = "jobs"
     WRITE_ACTIONS = WRITES
 
@@ -105,7 +111,7 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
             relative(row.first_seen, now),
             relative(row.last_seen, now),
             Text(KEPT_OUTPUT_MARK, style="yellow") if row.kept_output else "",
-            Text(one_line(row.signature, 90), style="red"),
+            Text(cut(row.signature, self.width_of("signature") or 90, middle=True), style="red"),
         )
 
     def headline(self) -> list[HeadPart]:

@@ -1,15 +1,16 @@
 """Queues: one row per queue with its pause state, depth per live state, lag and throughput.
 
 The first questions of an incident: which queue is backing up, is it still moving, and can I
-stop it while I look. ``p`` pauses or resumes the selected queue (confirmed; refused with the
+stop it while I look. The rows are sorted by lag, largest first (``s`` cycles to depth and to
+failures). ``p`` pauses or resumes the selected queue (confirmed; refused with the
 reason in read-only mode). The rows refresh live like the browser's, and stay on screen marked
 stale while the connection is lost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -50,6 +51,27 @@ def sparkline_text(values: list[int], width: int = SPARK_WIDTH) -> Text:
     return Text("".join(chars), style="green")
 
 
+NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+def _by_lag(q: QueueSummary) -> tuple[datetime, str]:
+    """The oldest available job first (the largest lag); queues with none available last."""
+    return (q.oldest_available_at or NEVER, q.queue)
+
+
+SORTS: tuple[tuple[str, Callable[[QueueSummary], tuple[object, ...]]], ...] = (
+    ("lag", _by_lag),
+    ("depth", lambda q: (-q.counts.get(JobState.AVAILABLE, 0), q.queue)),
+    ("failures", lambda q: (-q.failed_1h, q.queue)),
+)
+"""The Queues screen's orders, ``s`` cycling through them: each largest first, ties by name.
+Lag first: it answers "which queue is backing up". Depth is the available jobs."""
+
+
+def sorted_queues(queues: Sequence[QueueSummary], sort: str) -> list[QueueSummary]:
+    return sorted(queues, key=dict(SORTS)[sort])
+
+
 def lag_text(lag: timedelta | None) -> Text:
     if lag is None:
         return Text("-", style="dim", justify="right")
@@ -68,21 +90,25 @@ class QueuesScreen(TableScreen[QueueSummary]):
     TITLE = "Queues"
     HELP = (
         "Which queue is backing up: per queue its lag (age of the oldest available job), "
-        "failures in the last hour, depth by state and completions. Enter opens the browser on "
+        "failures in the last hour, depth by state and completions, largest lag first; s sorts "
+        "by depth (available jobs), then failures, then lag again. Enter opens the browser on "
         "the queue's jobs (esc comes back to this row); p pauses or resumes it."
     )
     JUMP = Jump("Q", "queues", "Queues")
     READ_GROUP = "queues"
     COLUMNS = (
-        ("queue", "queue", None),
-        ("state", "state", None),
-        ("lag", "lag", None),  # lag and failures first: what on-call reads first
-        ("f1h", "failed 1h", None),
-        *[(label, label, None) for label, _state in DEPTH],
-        ("c5", "done 5m", None),
-        ("c1h", "done 1h", None),
-        ("spark", "completions/min, last hour", None),
+        ("queue", "queue", 12),
+        ("state", "state", 6),
+        ("lag", "lag", 4),  # lag and failures first: what on-call reads first
+        ("f1h", "failed 1h", 9),
+        *[(label, label, max(len(label), 4)) for label, _state in DEPTH],
+        ("c5", "done 5m", 7),
+        ("c1h", "done 1h", 7),
+        ("spark", "completions/min, last hour", SPARK_WIDTH),
     )
+    SHRINK = (("spark", 15), ("c1h", None), ("spark", None), ("c5", None), ("sched", None))
+    """Narrow: the sparkline halves, then the hour's and 5 minutes' completions and the
+    scheduled count leave; the queue, its lag, failures and what waits to run stay."""
     ENTER = "jobs"
     WRITE_ACTIONS = frozenset({"toggle_pause"})
     DEFAULT_CSS = """
@@ -93,10 +119,14 @@ class QueuesScreen(TableScreen[QueueSummary]):
         Binding("escape", "back", "Back", id="queues.back"),
         Binding("enter", "jobs", "Jobs of queue", id="queues.jobs"),
         Binding("p", "toggle_pause", "Pause/resume", id="queues.pause"),
+        Binding("s", "sort", "Sort", id="queues.sort"),
         Binding("r", "refresh", "Refresh", id="queues.refresh"),
         Binding("j", "down", "Down", show=False, id="queues.down"),
         Binding("k", "up", "Up", show=False, id="queues.up"),
     ]
+
+    sort = SORTS[0][0]
+    """The order of the rows, a name in ``SORTS``."""
 
     def compose_detail(self) -> ComposeResult:
         yield Static(Text("loading…", style="dim"), id="queue-summary")
@@ -108,7 +138,17 @@ class QueuesScreen(TableScreen[QueueSummary]):
         return QueuesLoaded(await client.list_queues())
 
     def on_queues_loaded(self, message: QueuesLoaded) -> None:
-        self.show_rows(message.queues)
+        self.show_rows(sorted_queues(message.queues, self.sort))
+
+    def action_sort(self) -> None:
+        """The next order of ``SORTS``, on the rows shown (no new read); the cursor stays on
+        its queue."""
+        names = [name for name, _key in SORTS]
+        self.sort = names[(names.index(self.sort) + 1) % len(names)]
+        if self.loaded:
+            self.show_rows(sorted_queues(self.rows, self.sort))
+        else:
+            self.show_head()
 
     def row_key(self, row: QueueSummary) -> str:
         return row.queue
@@ -122,12 +162,12 @@ class QueuesScreen(TableScreen[QueueSummary]):
             *[_depth(row, state) for _label, state in DEPTH],
             _count(row.completed_5m),
             _count(row.completed_1h, exact=row.hour_exact),
-            sparkline_text(row.completions_per_minute),
+            sparkline_text(row.completions_per_minute, self.width_of("spark") or SPARK_WIDTH),
         )
 
     def headline(self) -> list[HeadPart]:
         paused = sum(q.paused for q in self.rows)
-        parts: list[HeadPart] = [f" · {len(self.rows)} known"]
+        parts: list[HeadPart] = [f" · {len(self.rows)} known · by {self.sort} ▼ (s)"]
         if paused:
             parts.append((f" · {paused} paused", "bold yellow"))
         return parts

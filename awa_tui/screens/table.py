@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from rich.console import RenderableType
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.message import Message
@@ -28,6 +28,7 @@ from awa_tui.messages import JobsChanged
 from awa_tui.screens.base import AwaScreen
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.mode_banner import ModeBanner
+from awa_tui.widgets.widths import Column, WidthPolicy, width_of
 
 if TYPE_CHECKING:
     from storage import Client
@@ -47,8 +48,14 @@ class TableScreen(AwaScreen, Generic[RowT]):
     """Its reads' worker group, and the ids of its parts (``#GROUP-head``, ``-table``,
     ``-detail``); the stylesheet styles them by class (``table-head``, ``table-rows``,
     ``table-detail``), so a new table screen needs no stylesheet edit. ``TITLE`` heads it."""
-    COLUMNS: ClassVar[Sequence[tuple[str, str, int | None]]]
+    COLUMNS: ClassVar[Sequence[Column]]
     """Key, label and width of each column; no width: as wide as its cells."""
+    SHRINK: ClassVar[tuple[tuple[str, int | None], ...]] = ()
+    FLEXIBLE: ClassVar[tuple[str, ...]] = ()
+    FLEXIBLE_MIN: ClassVar[int] = 24
+    """How the table fits the terminal's width (``awa_tui.widgets.widths``): the steps that
+    drop or narrow columns, in order, and the column given the room left (its cells cut to
+    ``width_of`` it). Left out: every column always shown."""
     ENTER: ClassVar[str]
     """The action enter (or a click) on a row runs, as its key would."""
     LIVE: ClassVar[bool] = True
@@ -62,6 +69,7 @@ class TableScreen(AwaScreen, Generic[RowT]):
         self.stale = False
         # Not ``loading``: that is Textual's own reactive, which swaps the screen for a spinner.
         self.fetching = False
+        self.shown: tuple[Column, ...] = ()
 
     # -- what each screen says ----------------------------------------------------------------
     async def fetch(self, client: Client) -> Message:
@@ -103,13 +111,36 @@ class TableScreen(AwaScreen, Generic[RowT]):
         # so theirs calling super() would run this one twice (two reads, two refresh timers).
         super().on_mount()
         table = self.query_one(DataTable)
-        for key, label, width in self.COLUMNS:
-            table.add_column(label, key=key, width=width)
+        self._fit(self.app.size.width)
         table.focus()
         self.show_head()
         self.reload()
         if self.LIVE and (refresh := self.awa.settings.refresh) > 0:
             self.set_interval(refresh, self._tick)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._fit(event.size.width) and self.loaded:
+            self.show_rows(self.rows)
+
+    def _fit(self, width: int) -> bool:
+        """Set the columns for ``width`` cells; whether they changed."""
+        policy = WidthPolicy(
+            tuple(self.COLUMNS), self.SHRINK, self.FLEXIBLE, flexible_min=self.FLEXIBLE_MIN
+        )
+        shown = policy.fit(width)
+        if shown == self.shown:
+            return False
+        self.shown = shown
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        for key, label, column_width in shown:
+            table.add_column(label, key=key, width=column_width)
+        return True
+
+    def width_of(self, key: str) -> int | None:
+        """The width column ``key`` is shown at; None when it is not shown or sized by its
+        cells."""
+        return width_of(self.shown, key)
 
     def _tick(self) -> None:
         if self.is_current and not self.fetching:
@@ -146,8 +177,11 @@ class TableScreen(AwaScreen, Generic[RowT]):
         table = self.query_one(DataTable)
         table.clear()
         now = self.awa.now()
+        keys = [key for key, _l, _w in self.COLUMNS]
+        shown = [key for key, _l, _w in self.shown]
         for row in rows:
-            table.add_row(*self.cells(row, now), key=self.row_key(row))
+            cells = dict(zip(keys, self.cells(row, now), strict=True))
+            table.add_row(*[cells[key] for key in shown], key=self.row_key(row))
         if keep is not None and (key := self.row_key(keep)) in table.rows:
             table.move_cursor(row=table.get_row_index(key), animate=False)
         self.show_head()

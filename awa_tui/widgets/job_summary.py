@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -13,7 +13,9 @@ from awa_tui.timefmt import both
 from storage import JobKindDescriptor, JobRow, JobState
 
 
-def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: datetime) -> Table:
+def summary_table(
+    row: JobRow, descriptor: JobKindDescriptor | None, now: datetime
+) -> RenderableType:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
@@ -42,8 +44,8 @@ def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: dateti
         pairs += [("Heartbeat", heartbeat_note(row, now)), ("", "")]
     if row.callback is not None:
         pairs += [
-            ("Callback id", Text(row.callback.callback_id, style="bold magenta")),
             ("Callback", f"{row.callback.state}, times out {both(row.callback.timeout_at, now)}"),
+            ("", ""),
         ]
     if row.dlq is not None:
         pairs += [
@@ -54,7 +56,13 @@ def summary_table(row: JobRow, descriptor: JobKindDescriptor | None, now: dateti
         left = pairs[index]
         right = pairs[index + 1] if index + 1 < len(pairs) else ("", "")
         grid.add_row(left[0], left[1], right[0], right[1])
-    return grid
+    if row.callback is None:
+        return grid
+    # On a line of its own under the grid, which would squeeze (and cut) it to fit a column.
+    callback_id = Text.assemble(
+        ("Callback id  ", "bold"), (row.callback.callback_id, "bold magenta"), no_wrap=True
+    )
+    return Group(grid, callback_id)
 
 
 ENDED = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)

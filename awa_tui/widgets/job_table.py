@@ -18,11 +18,11 @@ from awa_tui.present import (
     contextual_time,
     heartbeat_text,
     kind_text,
-    one_line,
     output_marker,
     state_text,
 )
 from awa_tui.resilience import Guarded
+from awa_tui.widgets.widths import Column, WidthPolicy, cut, width_of
 from storage import JobKindDescriptor, JobRow, JobState, SortColumn, SortOrder
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
@@ -40,38 +40,31 @@ HEARTBEAT_COLUMN = ("beat", "heartbeat", None)
 """On the Running tab it takes the last error's place (a running job shows no last error)."""
 CELL_KEYS = (*(key for key, _l, _w in COLUMNS), HEARTBEAT_COLUMN[0])
 SORT_COLUMNS = {SortColumn.ID: "id", SortColumn.WHEN: "time", SortColumn.ATTEMPTS: "attempt"}
-ERROR_WIDTH = 60
-MIN_ERROR = 24  # at least this much of the last error stays on screen
-NARROW_KIND = 16
-SHRINK_STEPS: tuple[str, ...] = ("queue", "attempt", "kind", "time")
-"""How the table fits a narrow terminal, in order: drop queue, drop att, narrow kind, drop when.
-id, kind, state and last error always stay."""
+WIDTHS = WidthPolicy(
+    COLUMNS,
+    steps=(("kind", 16), ("queue", None), ("attempt", None), ("time", None), ("output", None)),
+    flexible=("error", HEARTBEAT_COLUMN[0]),
+    flexible_min=36,
+)
+"""How the table fits a narrow terminal, in order: narrow kind, drop queue, att, when and out.
+id, kind, state and last error always stay; the last error takes the room left (at least 36)."""
 
 
-def fit_columns(width: int, heartbeats: bool = False) -> tuple[tuple[str, str, int | None], ...]:
-    """The columns shown in ``width`` cells, so the last error (or the heartbeat) keeps
-    ``MIN_ERROR`` of them."""
+def fit_columns(width: int, heartbeats: bool = False) -> tuple[Column, ...]:
+    """The columns shown in ``width`` cells; on the Running tab the heartbeat takes the last
+    error's place."""
     columns = [HEARTBEAT_COLUMN if heartbeats and c[0] == "error" else c for c in COLUMNS]
-
-    def needed() -> int:  # each cell has one cell of padding on both sides; 2 for a scrollbar
-        return sum((w if w is not None else MIN_ERROR) + 2 for _k, _l, w in columns) + 2
-
-    for step in SHRINK_STEPS:
-        if needed() <= width:
-            break
-        if step == "kind":
-            columns = [(k, lbl, NARROW_KIND if k == "kind" else w) for k, lbl, w in columns]
-        else:
-            columns = [column for column in columns if column[0] != step]
-    return tuple(columns)
+    return WIDTHS.fit(width, columns)
 
 
 Lookup = Callable[[str], JobKindDescriptor | None]
 
 
-def job_cells(row: JobRow, now: datetime, describe: Lookup, marked: bool) -> list[Text | str]:
+def job_cells(
+    row: JobRow, now: datetime, describe: Lookup, marked: bool, error_width: int
+) -> list[Text | str]:
     failed = row.state in (JobState.FAILED, JobState.RETRYABLE) or row.dlq is not None
-    error = one_line(row.last_error, ERROR_WIDTH) if failed else ""
+    error = cut(row.last_error, error_width) if failed and row.last_error else ""
     return [
         Text("●", style="bold yellow") if marked else Text(" "),
         Text(str(row.id), justify="right"),
@@ -161,7 +154,8 @@ class JobTable(Guarded, DataTable[Text | str]):
     def _cells(
         self, row: JobRow, now: datetime, describe: Lookup, marks: Collection[int]
     ) -> list[Text | str]:
-        values = job_cells(row, now, describe, row.id in marks)
+        error_width = width_of(self.shown_columns, "error") or WIDTHS.flexible_min
+        values = job_cells(row, now, describe, row.id in marks, error_width)
         cells = dict(zip(CELL_KEYS, values, strict=True))
         return [cells[key] for key, _l, _w in self.shown_columns]
 

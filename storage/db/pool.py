@@ -8,6 +8,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Self, TypeAlias
 from urllib.parse import parse_qs, urlsplit
 
@@ -159,6 +160,12 @@ async def give_back(pool: asyncpg.Pool, conn: PoolConnectionProxy[asyncpg.Record
     connection is terminated without a reset, and so is one given back by a task being
     cancelled (a reset waits on the server; a cancelled task must not wait). A release error
     is logged, not raised: whatever the connection was borrowed for is done by now.
+
+    A task cancelled while the release is under way does not wait for it either, and does not
+    touch the connection: asyncpg shields its reset, which goes on and frees the slot (or
+    terminates the connection itself if the reset fails). Terminating it here closed it under
+    that reset, whose failure nobody retrieved ("Task exception was never retrieved ...
+    connection was closed in the middle of operation", once a minute in the console soak).
     """
     raw = connection_of(conn)
     if raw is None:
@@ -167,14 +174,24 @@ async def give_back(pool: asyncpg.Pool, conn: PoolConnectionProxy[asyncpg.Record
     if raw.is_closed() or (task is not None and task.cancelling()):
         raw.terminate()  # frees the slot at once (asyncpg's holder is told on close)
         return
+    release = asyncio.ensure_future(pool.release(conn))
     try:
-        await pool.release(conn)
-    except BaseException as exc:
-        if (raw := connection_of(conn)) is not None:  # still not released
-            raw.terminate()  # else its slot would never come back
-        if not isinstance(exc, Exception):
-            raise
-        log.warning("a pooled connection was terminated: releasing it failed (%s)", describe(exc))
+        await asyncio.shield(release)
+    except asyncio.CancelledError:
+        release.add_done_callback(partial(_released, conn))  # it finishes on its own
+        raise
+    except Exception:
+        _released(conn, release)
+
+
+def _released(conn: PoolConnectionProxy[asyncpg.Record], release: asyncio.Future[None]) -> None:
+    """After ``Pool.release``: a connection it failed to give back is terminated (else its
+    slot would never come back) and the failure logged; the failure is retrieved either way."""
+    if release.cancelled() or (exc := release.exception()) is None:
+        return
+    if (raw := connection_of(conn)) is not None:  # still not released
+        raw.terminate()
+    log.warning("a pooled connection was terminated: releasing it failed (%s)", describe(exc))
 
 
 def connection_of(conn: PoolConnectionProxy[asyncpg.Record]) -> asyncpg.Connection[Any] | None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import asyncpg
 import orjson
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.detail import JobDetailScreen
@@ -129,7 +131,7 @@ async def test_actions_are_disabled_with_the_reason(
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         screen = detail(app)
-        assert screen.check_action("retry", ()) is None
+        assert screen.check_action("retry", ()) is False  # a completed job: left out
         assert screen.check_action("delete", ()) is True
         assert screen.check_action("purge", ()) is False  # only shown for dead-lettered jobs
         reason = screen.binding_reason("retry")
@@ -140,6 +142,38 @@ async def test_actions_are_disabled_with_the_reason(
         await pilot.press("R")
         await settle(pilot)
         assert app.screen is screen  # disabled: no confirmation appears
+
+
+def footer_keys(screen: JobDetailScreen) -> list[str]:
+    """What the footer offers (dimmed keys included)."""
+    return [key.description for key in screen.query_one(Footer).query(FooterKey)]
+
+
+async def test_the_footer_offers_only_the_writes_that_apply_and_a_hidden_key_says_why(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """A completed job's footer has Delete but no Complete, Retry or Cancel; C still answers,
+    with the reason. A job waiting for its callback offers Complete and Cancel, not Delete."""
+    app = build_app(migrated_dsn, schema, initial_job=incident.emails[0])
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        screen = detail(app)
+        footer = footer_keys(screen)
+        assert "Delete" in footer
+        for label in ("Complete", "Retry", "Cancel", "Purge"):
+            assert label not in footer
+        await pilot.press("C")
+        await settle(pilot)
+        assert app.screen is screen
+        messages = [n.message for n in app._notifications]
+        assert "Job 1 is completed, not waiting for a callback." in messages
+        await pilot.press("escape")
+        app.open_job(incident.waiting)
+        await settle(pilot)
+        footer = footer_keys(detail(app))
+        assert "Complete" in footer
+        assert "Cancel" in footer
+        assert "Delete" not in footer
 
 
 async def test_retry_a_failed_job(

@@ -43,7 +43,8 @@ def test_detail_typed_output(snap_compare: SnapCompare, migrated_dsn: str, schem
     """Job 4 (resize_image, general path, tag "upload"): the summary grid, and the output panel
     labelled "type Thumbnail", "size 79 B of 4,096 B", "fits the schema", the stored JSON text
     highlighted exactly as stored, and under it which attempt wrote it (attempt 1, by its
-    handler, general path) and when its queue slot is pruned."""
+    handler, general path) and when its queue slot is pruned. The footer offers Delete, the
+    one write a completed job takes: no Complete, Retry or Cancel."""
     check(snap_compare, migrated_dsn, schema, SCREENS["detail"])
 
 
@@ -129,11 +130,12 @@ def test_dlq(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
 
 
 def test_queues(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
-    """Q: one row per queue (default, images, mail, payments, reports, webhooks); mail is
+    """Q, sorted by lag (the header says "by lag ▼ (s)", the footer offers s Sort): mail first,
     "paused" in yellow with 1 available job and a lag of 80m in red, the header says 1 paused;
-    default has 1 retryable, reports 1 scheduled, webhooks 1 waiting. No completions in the
-    last hour (the seeded history is older), so the sparklines are dots. Below, the selected
-    queue's (default) detail: active, 0 completed and 0 failed in the last 5 min and hour."""
+    then the queues with no lag by name: default 1 retryable, reports 1 scheduled, webhooks 1
+    waiting. No completions in the last hour (the seeded history is older), so the sparklines
+    are dots. Below, the selected queue's (mail) detail: paused since 7m ago, 0 completed and 0
+    failed in the last 5 min and hour."""
     check(snap_compare, migrated_dsn, schema, SCREENS["queues"])
 
 

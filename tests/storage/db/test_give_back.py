@@ -11,6 +11,7 @@ here turns such a hang into a failure.
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -128,3 +129,35 @@ def test_the_engine_borrows_pooled_connections_only_through_pooled_or_give_back(
     notices = (STORAGE / "runtime" / "notices.py").read_text()
     assert "await give_back(self._pool, conn)" in notices
     assert ".release(" not in notices
+
+
+async def test_a_task_cancelled_while_its_release_resets_leaves_no_failed_task(
+    one_slot: asyncpg.Pool,
+) -> None:
+    """The console soak's "Task exception was never retrieved ... PoolConnectionHolder.release()
+    ... connection was closed in the middle of operation": a read cancelled (an exclusive
+    worker replaced) while asyncpg's shielded release was resetting its connection. The cancel
+    reached ``give_back``, which terminated the connection under the reset still running in
+    asyncpg's shielded task; that task failed, and nobody was left to retrieve its exception.
+    Here the cancel is scheduled before the release starts, so it lands inside it every time."""
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+    try:
+        task: asyncio.Task[None] | None = None
+
+        async def borrow() -> None:
+            async with pooled(one_slot) as conn:
+                await conn.fetchval("SELECT 1")
+                assert task is not None
+                loop.call_soon(task.cancel)  # runs once the release is under way
+
+        task = asyncio.ensure_future(borrow())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await _slot_is_free(one_slot)  # also waits for the release, which finished meanwhile
+        gc.collect()  # a failed task that nobody awaited reports itself when collected
+    finally:
+        loop.set_exception_handler(previous)
+    assert [str(context.get("message")) for context in unhandled] == []
