@@ -9,6 +9,7 @@ from typing import ClassVar
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
@@ -16,6 +17,7 @@ from textual.widgets import Static
 from awa_tui.messages import SchedulesLoaded
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import Jump
+from awa_tui.screens.confirm import Confirmed, ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
 from storage import Client, PeriodicSchedule
@@ -46,18 +48,21 @@ class SchedulesScreen(TableScreen[PeriodicSchedule]):
     TITLE = "Periodic schedules"
     HELP = (
         "The periodic schedules stored on this schema and when each runs next. Enter opens "
-        "the browser on the schedule's kind (esc comes back to this row); o opens its last job."
+        "the browser on the schedule's kind (esc comes back to this row); o opens its last job; "
+        "t enqueues one job of it now (its ticks stay as they are)."
     )
     JUMP = Jump("S", "schedules", "Periodic schedules", show=False)
     READ_GROUP = "schedules"
     COLUMNS = tuple((label, label, None) for label in COLUMN_LABELS)
     ENTER = "jobs"
     LIVE = False
+    WRITE_ACTIONS = frozenset({"trigger"})
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="schedules.back"),
         Binding("enter", "jobs", "Jobs of kind", id="schedules.jobs"),
         Binding("o", "last_job", "Last job", id="schedules.last_job"),
+        Binding("t", "trigger", "Run now", id="schedules.trigger"),
         Binding("r", "refresh", "Refresh", id="schedules.refresh"),
         Binding("j", "down", "Down", show=False, id="schedules.down"),
         Binding("k", "up", "Up", show=False, id="schedules.up"),
@@ -100,7 +105,7 @@ class SchedulesScreen(TableScreen[PeriodicSchedule]):
 
     def binding_reason(self, action: str) -> str | None:
         current = self.current
-        if action in ("jobs", "last_job") and current is None:
+        if action in ("jobs", "last_job", "trigger") and current is None:
             return "No schedule is selected."
         if action == "last_job" and current is not None and current.last_job_id is None:
             return "This schedule has not enqueued a job yet."
@@ -115,6 +120,36 @@ class SchedulesScreen(TableScreen[PeriodicSchedule]):
         current = self.current
         if current is not None and current.last_job_id is not None:
             self.awa.open_job(current.last_job_id)
+
+    def action_trigger(self) -> None:
+        current = self.current
+        if current is None or self.awa.refuse_write():
+            return
+
+        def done(confirmed: Confirmed | None) -> None:
+            if confirmed:
+                self.trigger(current.name, confirmed.reason)
+
+        self.app.push_screen(
+            ConfirmModal(
+                f"Run schedule {current.name} now?",
+                f"One {current.kind} job is enqueued on queue {current.queue} now; the schedule's "
+                "own ticks stay as they are.",
+                confirm_label=f"Run {current.name} now",
+                keep_label="Don't run it",
+            ),
+            done,
+        )
+
+    @work(exclusive=True, exit_on_error=False, group="write")
+    async def trigger(self, name: str, reason: str | None) -> None:
+        client = await self.awa.client()
+        try:
+            row = await client.trigger_schedule(name, actor=self.awa.actor, reason=reason)
+            self.awa.notify(f"Job {row.id} enqueued from schedule {name}.", title="Schedules")
+        finally:
+            self.awa.broadcast_changed([])
+            self.reload()
 
 
 def schedule_renderable(s: PeriodicSchedule, now: datetime) -> RenderableType:

@@ -34,6 +34,7 @@ SCREEN_ACTIONS: dict[tuple[str, str], list[Route]] = {
     ("JobDetailScreen", "cancel"): JOB_ACTIONS[JobAction.CANCEL],
     ("JobDetailScreen", "delete"): JOB_ACTIONS[JobAction.DELETE],
     ("JobDetailScreen", "purge"): JOB_ACTIONS[JobAction.PURGE_DLQ],
+    ("JobDetailScreen", "edit_retry"): JOB_ACTIONS[JobAction.RETRY],  # with args in the body
     ("JobDetailScreen", "complete_callback"): [("POST", "/api/callbacks/{callback_id}/complete")],
     ("JobDetailScreen", "fail_callback"): [("POST", "/api/callbacks/{callback_id}/fail")],
     ("JobDetailScreen", "retry_callback"): [("POST", "/api/callbacks/{callback_id}/retry")],
@@ -47,6 +48,7 @@ SCREEN_ACTIONS: dict[tuple[str, str], list[Route]] = {
     ],
     ("FailureGroupsScreen", "retry_group"): [("POST", "/api/failure-groups/retry")],
     ("FailureGroupsScreen", "cancel_group"): [("POST", "/api/failure-groups/cancel")],
+    ("SchedulesScreen", "trigger"): [("POST", "/api/schedules/{name}/trigger")],
 }
 
 

@@ -11,6 +11,7 @@ from awa_tui.screens.audit import AuditScreen
 from awa_tui.screens.confirm import ConfirmModal, PromptModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.queues import QueuesScreen
+from awa_tui.screens.schedules import SchedulesScreen
 from storage import Client, JobState
 from tests.tui.conftest import settle, text_of, until, wait_for_screen
 from tests.tui.scenarios import SIZE, Incident, build_app
@@ -161,3 +162,32 @@ async def test_edit_and_retry_runs_the_typed_args_and_keeps_the_originals(
     (entry, *_) = await client.list_audit(job_id=incident.failed)
     assert (entry.action, entry.actor, entry.reason) == ("retry_edited", ACTOR, "wrong warehouse")
     assert entry.original_args == before.args
+
+
+async def test_a_schedule_runs_now_from_its_screen_and_is_audited(
+    migrated_dsn: str, schema: str, client: Client, incident: Incident
+) -> None:
+    """``t`` on Schedules enqueues one job of the schedule now, in the trail with its reason;
+    its next tick stays where it was."""
+    before = {s.name: s for s in await client.list_schedules()}["cleanup_tmp"]
+    app = build_app(migrated_dsn, schema, actor=ACTOR)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("S")
+        screen = await wait_for_screen(pilot, SchedulesScreen)
+        await settle(pilot)
+        assert screen.current is not None
+        assert screen.current.name == "cleanup_tmp"
+        await pilot.press("t")
+        confirm = await wait_for_screen(pilot, ConfirmModal)
+        confirm.query_one("#confirm-reason", Input).focus()
+        await pilot.press(*"rerun", "enter")
+        await settle(pilot)
+    (entry, *_) = await client.list_audit(action="trigger_schedule")
+    assert (entry.actor, entry.reason, entry.count) == (ACTOR, "rerun", 1)
+    (job_id,) = entry.job_ids
+    job = await client.get_job(job_id)
+    assert job is not None
+    assert job.kind == before.kind
+    after = {s.name: s for s in await client.list_schedules()}["cleanup_tmp"]
+    assert after.next_run_at == before.next_run_at
