@@ -65,7 +65,38 @@ def keys_table(screen: Screen[object]) -> Table:
             Text(binding.description, style=style),
             status,
         )
+    for binding in hidden(screen):  # left out of the footer: help still says why
+        label = binding.key_display or screen.app.get_key_display(binding)
+        if (label, binding.description) in seen:
+            continue
+        seen.add((label, binding.description))
+        assert isinstance(screen, AwaScreen)
+        reason = screen.binding_reason(binding.action.split("(")[0]) or ""
+        table.add_row(
+            Text(label, style="bold dim"),
+            Text(binding.description, style="dim"),
+            Text(reason, style="dim"),
+        )
     return table
+
+
+def hidden(screen: Screen[object]) -> list[Binding]:
+    """The screen's own keys its footer leaves out now because they cannot apply to what it
+    shows (a completed job's Complete): not the writes a read-only session hides."""
+    if not isinstance(screen, AwaScreen):
+        return []
+    shown = {active.binding.action for active in screen.active_bindings.values()}
+    found = []
+    for binding in type(screen).BINDINGS:
+        if not isinstance(binding, Binding) or not binding.description:
+            continue
+        action = binding.action.split("(")[0]
+        if binding.action in shown or screen.binding_reason(action) is None:
+            continue
+        if action in screen.WRITE_ACTIONS and not screen.awa.writable:
+            continue
+        found.append(binding)
+    return found
 
 
 class HelpScreen(Guarded, ModalScreen[None]):

@@ -136,7 +136,7 @@ async def test_fail_and_retry_a_waiting_job(
         assert row is not None
         assert row.state is JobState.AVAILABLE
         assert isinstance(app.screen, JobDetailScreen)
-        assert app.screen.check_action("fail_callback", ()) is None  # no longer waiting
+        assert not app.screen.check_action("fail_callback", ())  # no longer waiting: not offered
 
     await client.run_until_idle(["webhooks"])  # parks it again with a new callback
     row = await client.get_job(incident.waiting)

@@ -29,7 +29,9 @@ async def test_demo_runs_live_then_quits_without_waiting_and_cleans_up() -> None
         assert pid is not None
         assert process_alive(pid)
         await migrate(server.dsn)
-        args = argparse.Namespace(read_only=False, refresh=0.2, job=None, kind=None, state=None)
+        args = argparse.Namespace(
+            read_only=False, refresh=0.2, job=None, kind=None, state=None, actor=None
+        )
         app = build_demo_app(server.dsn, args)
         async with app.run_test(size=SIZE) as pilot:
             assert await reach(pilot, JobsScreen)
