@@ -44,10 +44,10 @@ WIDTHS = WidthPolicy(
     COLUMNS,
     steps=(("kind", 16), ("queue", None), ("attempt", None), ("time", None), ("output", None)),
     flexible=("error", HEARTBEAT_COLUMN[0]),
-    flexible_min=36,
+    flexible_min=48,
 )
 """How the table fits a narrow terminal, in order: narrow kind, drop queue, att, when and out.
-id, kind, state and last error always stay; the last error takes the room left (at least 36)."""
+id, kind, state and last error always stay; the last error takes the room left (at least 48)."""
 
 
 def fit_columns(width: int, heartbeats: bool = False) -> tuple[Column, ...]:

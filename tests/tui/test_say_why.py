@@ -135,6 +135,8 @@ async def test_completing_a_typed_kind_without_output_asks_first(
     app = build_app(migrated_dsn, schema, initial_job=incident.waiting)
     async with app.run_test(size=SIZE) as pilot:
         await open_form(pilot, app)
+        await pilot.press("ctrl+l")  # the form opens with the schema's skeleton: clear it
+        await settle(pilot)
         await pilot.press("ctrl+s")
         await settle(pilot)
         modal = app.screen
