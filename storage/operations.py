@@ -238,12 +238,18 @@ class Operations:
 
     async def list_schemas(self, only: Sequence[str] | None = None) -> list[SchemaSummary]:
         """The installed queue-storage schemas (those in ``only``, when given), each with its
-        tab counts, read in one snapshot: what the console's schema picker lists."""
-        async with self._session.connection("list_schemas") as conn, snapshot(conn):
+        tab counts from its own snapshot: what the console's schema picker lists. One
+        transaction over every schema ran out of lock slots (``max_locks_per_transaction``)
+        with a few hundred of them installed."""
+        async with self._session.connection("list_schemas") as conn:
             names = await schemas.installed(conn)
             if only is not None:
                 names = [name for name in names if name in only]
-            return await schemas.summaries(conn, names, cap=self.count_cap)
+            found = []
+            for name in names:
+                async with snapshot(conn):
+                    found += await schemas.summaries(conn, [name], cap=self.count_cap)
+            return found
 
     async def list_queues(self) -> list[QueueSummary]:
         """One summary per queue, read in one snapshot; bounded whatever the history."""

@@ -4,8 +4,7 @@ A console pointed at several schemas (``--schema a,b`` or ``*``) lists them in i
 The names come from the control schema's registry (``awa.queue_storage_registry``, which
 ``install_queue_storage`` fills and v008 keeps true to what exists); each schema's counts are
 the browser's own (``storage.read.counting``), read with the search path set to that schema
-for the one snapshot, so every count in the list is of one moment and no count is a second
-spelling of the browser's.
+for its snapshot, so no count is a second spelling of the browser's.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ async def installed(conn: Conn) -> list[str]:
 
 
 async def summaries(conn: Conn, names: list[str], *, cap: int) -> list[SchemaSummary]:
-    """``names`` with their counts; call inside one snapshot (a transaction)."""
+    """``names`` with their counts; call inside a transaction (the search path is set
+    locally to it)."""
     found: list[SchemaSummary] = []
     for name in names:
         await conn.execute(LOOK_IN, name)
