@@ -19,6 +19,7 @@ from storage.insert.plan import kind_of
 from storage.ops.callbacks import ExternalCompletion
 from storage.ops.declared_output import DeclaredOutput, external_output_text
 from storage.ops.maintenance import MaintenanceSettings
+from storage.read.audit import MAX_LIMIT as MAX_AUDIT_ENTRIES
 from storage.read.failure_groups import FailureGroupMembers
 from storage.read.last_output import LAST_GOOD_BOUND, LastGoodOutput
 from storage.read.listing_filter import (
@@ -91,6 +92,7 @@ from storage.values.schema import Violation, schema_violations
 __all__ = [
     "HEARTBEAT_STALE_SECONDS",
     "LAST_GOOD_BOUND",
+    "MAX_AUDIT_ENTRIES",
     "MAX_OUTPUT_BYTES",
     "Absence",
     "ArgsValidationError",

@@ -13,9 +13,7 @@ from starlette.responses import Response
 from awa_tui.http.bodies import ErrorOut, client_of, json_response
 from awa_tui.http.paging import time_bound
 from awa_tui.query import TIME_HINT
-from storage import AuditEntry
-
-MAX_ENTRIES = 1000
+from storage import MAX_AUDIT_ENTRIES, AuditEntry
 
 router = APIRouter(prefix="/api/audit", tags=["audit"])
 
@@ -45,7 +43,7 @@ async def list_audit(
         str | None, Query(description="Only this action (retry_job, bulk_retry, ...).")
     ] = None,
     job_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_ENTRIES)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_ENTRIES)] = 100,
 ) -> Response:
     entries = await client_of(request).list_audit(
         since=time_bound("since", since), actor=actor, action=action, job_id=job_id, limit=limit
