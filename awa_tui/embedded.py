@@ -6,7 +6,8 @@ from a signal leaves its server running, and the hook recreates its lock file in
 ``XDG_RUNTIME_DIR`` after we removed it. Here one process owns a private temporary directory:
 the data directory (and, when the session has none, the runtime directory) live inside it, the
 postmaster is stopped by its pid from ``postmaster.pid`` (so a server whose start was interrupted
-is stopped too), pgserver's own hook is unregistered, and the whole directory is removed.
+is stopped too), pgserver's own hook does nothing (``owned_server_class``), and the whole
+directory is removed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, NoReturn
@@ -31,6 +33,26 @@ STOP_TIMEOUT = 10.0  # seconds for the shutdown before the postmaster is killed
 
 def signal_exit_code(signum: int) -> int:
     return 128 + signum
+
+
+@cache
+def owned_server_class() -> type[Any]:
+    """pgserver's server class, with an exit hook that does nothing.
+
+    Its constructor registers ``_cleanup`` with ``atexit`` before it starts anything; a start
+    that fails or is interrupted after that (a signal, initdb failing) never hands us the
+    object to unregister, and at the interpreter's exit the hook took pgserver's lock, which
+    created the runtime directory and its lock file again inside our removed temporary
+    directory: ``awa-demo-*/run/python_PostgresServer/.lockfile`` was found left in /tmp. The
+    owner stops the server and removes the directory itself (``EmbeddedPostgres.stop``).
+    """
+    from pgserver.postgres_server import PostgresServer
+
+    class OwnedServer(PostgresServer):
+        def _cleanup(self) -> None:
+            return
+
+    return OwnedServer
 
 
 class EmbeddedPostgres:
@@ -69,9 +91,8 @@ class EmbeddedPostgres:
             runtime.mkdir(mode=0o700)
             os.environ["XDG_RUNTIME_DIR"] = str(runtime)
             self._runtime_set = True
-        from pgserver.postgres_server import get_server
-
-        self._server = get_server(self.data_dir, cleanup_mode=None)
+        self.data_dir.mkdir()
+        self._server = owned_server_class()(self.data_dir.resolve(), cleanup_mode=None)
         self.dsn = str(self._server.get_uri())
         return self.dsn
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +20,8 @@ from awa_tui.embedded import (
     signals_held,
 )
 from storage.db.pool import connect_once
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_stop_ends_the_server_and_removes_its_directory() -> None:
@@ -79,3 +85,30 @@ def test_a_ctrl_c_during_the_cleanup_neither_cuts_it_short_nor_comes_after_it() 
     steps.append("after")
     assert steps == ["stop", "remove", "after"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+CHILD = """
+from awa_tui.embedded import EmbeddedPostgres, exit_on_signals
+with exit_on_signals(), EmbeddedPostgres(prefix="awa-embedded-test-") as server:
+    pass
+"""
+
+
+def test_a_signal_inside_pgservers_start_leaves_nothing_behind(tmp_path: Path) -> None:
+    """SIGTERM while pgserver's constructor runs initdb: it registered its exit hook already
+    and never returned the server, so nothing could unregister the hook, and at exit it took
+    pgserver's lock, which made ``awa-*/run/python_PostgresServer/.lockfile`` again inside
+    the removed directory (found left in /tmp). The hook does nothing now."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env.pop("XDG_RUNTIME_DIR", None)  # the runtime directory is then inside the removed one
+    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stderr=subprocess.PIPE)
+    try:
+        while not any(tmp_path.glob("awa-embedded-test-*/pg")):  # the constructor is next
+            assert child.poll() is None, "the child ended before its server started"
+            time.sleep(0.005)  # polling a directory the child makes: nothing to wait on
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == signal_exit_code(signal.SIGTERM), stderr.decode()
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == []
