@@ -168,6 +168,17 @@ async def reach(pilot: Pilot[Any], screen_type: type[Any], within: float = 10.0)
     return False
 
 
+async def arrive(pilot: Pilot[Any], screen_type: type[Any], within: float = 10.0) -> None:
+    """``screen_type`` is on top within ``within`` seconds, or the test fails saying what is."""
+    if not await reach(pilot, screen_type, within):
+        app = pilot.app
+        stack = " > ".join(type(screen).__name__ for screen in app.screen_stack)
+        raise AssertionError(
+            f"{screen_type.__name__} not on top within {within} s: screens {stack}, "
+            f"focused {app.focused!r}"
+        )
+
+
 async def back_to_jobs(pilot: Pilot[Any]) -> None:
     for _ in range(10):
         if isinstance(pilot.app.screen, JobsScreen):
@@ -212,7 +223,7 @@ async def tour(
     assert isinstance(app, AwaApp)
     seen: Counter[str] = Counter()
     started = time.monotonic()
-    assert await reach(pilot, JobsScreen)
+    await arrive(pilot, JobsScreen)
     while time.monotonic() < started + seconds or (
         any(seen[stop] == 0 for stop in STOPS) and time.monotonic() < started + 4 * seconds
     ):
@@ -229,7 +240,7 @@ async def tour(
         retried = await find(JobState.FAILED) or await find(JobState.RETRYABLE)
         if retried is not None:
             app.open_job(retried)
-            assert await reach(pilot, JobDetailScreen)
+            await arrive(pilot, JobDetailScreen)
             await detail_loaded(pilot)  # or it vanished meanwhile: the next round tries again
             await step(pilot, "e")
             if await reach(pilot, ErrorHistoryScreen, within=2):
@@ -239,34 +250,34 @@ async def tour(
                 seen["timeline"] += 1
             await back_to_jobs(pilot)
         await step(pilot, "K")
-        assert await reach(pilot, KindsScreen)
+        await arrive(pilot, KindsScreen)
         seen["kinds"] += 1
         await step(pilot, "j", "escape")
         await step(pilot, "L")
-        assert await reach(pilot, DlqScreen)
+        await arrive(pilot, DlqScreen)
         seen["dlq"] += 1
         await step(pilot, "n", "enter")
         await back_to_jobs(pilot)
         waiting = await find(JobState.WAITING_EXTERNAL)
         if waiting is not None:
             app.open_job(waiting)
-            assert await reach(pilot, JobDetailScreen)
+            await arrive(pilot, JobDetailScreen)
             await detail_loaded(pilot)  # or it vanished meanwhile: the next round tries again
             await step(pilot, "C")
             if await reach(pilot, CompleteCallbackModal, within=2):  # unless completed meanwhile
                 seen["completion form"] += 1
             await back_to_jobs(pilot)
         await step(pilot, "Q")
-        assert await reach(pilot, QueuesScreen)
+        await arrive(pilot, QueuesScreen)
         seen["queues"] += 1
         await step(pilot, "j", "escape")
         await step(pilot, "G")
-        assert await reach(pilot, FailureGroupsScreen)
+        await arrive(pilot, FailureGroupsScreen)
         seen["failure groups"] += 1
         await step(pilot, "j", "enter")  # the browser filtered to the group
         await back_to_jobs(pilot)
         await step(pilot, "question_mark")
-        assert await reach(pilot, HelpScreen)
+        await arrive(pilot, HelpScreen)
         seen["help"] += 1
         await back_to_jobs(pilot)
     return seen

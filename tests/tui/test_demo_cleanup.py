@@ -14,7 +14,7 @@ from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.jobs import JobsScreen
 from storage import Client, JobState, migrate
 from storage.ops.rescue import SHUTDOWN_REASON
-from tests.tui.live import assert_alive, reach, step
+from tests.tui.live import arrive, assert_alive, step
 from tests.tui.scenarios import SIZE
 
 DEMO_SECONDS = 20.0
@@ -34,7 +34,7 @@ async def test_demo_runs_live_then_quits_without_waiting_and_cleans_up() -> None
         )
         app = build_demo_app(server.dsn, args)
         async with app.run_test(size=SIZE) as pilot:
-            assert await reach(pilot, JobsScreen)
+            await arrive(pilot, JobsScreen)
             deadline = time.monotonic() + DEMO_SECONDS
             while time.monotonic() < deadline:
                 for _ in range(5):  # mostly on All, live

@@ -19,7 +19,7 @@ import tracemalloc
 
 from awa_tui.app import make_app
 from awa_tui.screens.jobs import JobsScreen
-from tests.tui.live import assert_alive, live_workload, reach, step
+from tests.tui.live import arrive, assert_alive, live_workload, step
 from tests.tui.scenarios import SIZE
 
 REFRESH = 0.1
@@ -49,7 +49,7 @@ async def test_memory_stays_flat_under_live_refresh(migrated_dsn: str, schema: s
         async with live_workload(migrated_dsn, schema) as tally:
             app = make_app(migrated_dsn, schema, refresh=REFRESH)
             async with app.run_test(size=SIZE) as pilot:
-                assert await reach(pilot, JobsScreen)
+                await arrive(pilot, JobsScreen)
                 await step(pilot, rest=WARM_UP)
                 started = time.monotonic()
                 points: list[tuple[float, float]] = []

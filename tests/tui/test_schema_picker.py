@@ -14,7 +14,7 @@ from storage import Client, ConfigError, Job
 from storage.db.migrator import install_schema
 from storage.db.pool import connect_once
 from tests.tui.conftest import text_of, until
-from tests.tui.live import reach
+from tests.tui.live import arrive
 
 
 async def _noop(job: Job[dict[str, int]]) -> None:
@@ -42,12 +42,12 @@ async def test_z_lists_the_named_schemas_and_shows_the_chosen_one(
     await _one_job(migrated_dsn, other, "there.kind")
     app = make_app(migrated_dsn, schema, schemas=(schema, other, "never_installed"), refresh=0)
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await reach(pilot, JobsScreen)
+        await arrive(pilot, JobsScreen)
         assert await until(pilot, lambda: "here.kind" in _kinds_shown(app))
         assert f"schema {schema}" in app.sub_title
 
         await pilot.press("Z")
-        assert await reach(pilot, SchemaPickerModal)
+        await arrive(pilot, SchemaPickerModal)
         options = app.screen.query_one("#schemas", OptionList)
         assert await until(pilot, lambda: options.option_count == 2)
         lines = [str(options.get_option_at_index(i).prompt) for i in range(2)]
@@ -66,9 +66,9 @@ async def test_z_lists_the_named_schemas_and_shows_the_chosen_one(
         assert app.schema == other
 
         await pilot.press("Z")
-        assert await reach(pilot, SchemaPickerModal)
+        await arrive(pilot, SchemaPickerModal)
         await pilot.press("escape")
-        assert await reach(pilot, JobsScreen)
+        await arrive(pilot, JobsScreen)
         assert app.schema == other
 
 

@@ -22,7 +22,7 @@ from awa_tui.screens.table import TableScreen
 from storage import Client, JobState
 from storage.db.pool import connect_once
 from tests.tui.conftest import text_of, until
-from tests.tui.live import CHARS, assert_alive, live_workload, reach, step
+from tests.tui.live import CHARS, arrive, assert_alive, live_workload, step
 
 SIZE = (120, 36)
 
@@ -57,7 +57,7 @@ async def test_enter_then_escape_comes_back_to_the_row(
         app = make_app(migrated_dsn, schema, refresh=0.3)
         async with app.run_test(size=SIZE) as pilot:
             await step(pilot, key)
-            assert await reach(pilot, screen_type)
+            await arrive(pilot, screen_type)
             table = app.screen
             assert isinstance(table, TableScreen)
             assert await until(pilot, lambda: len(table.rows) >= 2), "fewer than two rows"
@@ -104,7 +104,7 @@ async def test_going_round_does_not_grow_the_stack(migrated_dsn: str, schema: st
             depths = []
             for _ in range(4):
                 await step(pilot, "Q")
-                assert await reach(pilot, QueuesScreen)
+                await arrive(pilot, QueuesScreen)
                 queues = app.screen
                 assert isinstance(queues, QueuesScreen)
                 assert await until(pilot, lambda q=queues: bool(q.rows))  # type: ignore[misc]
@@ -135,7 +135,7 @@ async def test_id_filter_shows_the_job_on_its_own_tab_and_no_key_is_lost_while_s
         job_id = await until_async(failed)
         app = make_app(migrated_dsn, schema, refresh=0.3)
         async with app.run_test(size=SIZE) as pilot, connect_once(migrated_dsn) as lock:
-            assert await reach(pilot, JobsScreen)
+            await arrive(pilot, JobsScreen)
             await step(pilot, rest=0.5)
             transaction = lock.transaction()
             await transaction.start()
