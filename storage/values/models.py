@@ -246,6 +246,11 @@ class JobKindDescriptor(BaseModel):
         return schema if isinstance(schema, dict | bool) else None
 
     @property
+    def declared_extra(self) -> dict[str, Any]:
+        """``extra`` without what a runtime publishes itself (``queue``, ``args_schema``)."""
+        return {k: v for k, v in self.extra.items() if k not in (ARGS_SCHEMA, QUEUE)}
+
+    @property
     def queue(self) -> str | None:
         """The queue the kind's handler serves (``extra["queue"]``), if a runtime said."""
         queue = self.extra.get(QUEUE)

@@ -49,6 +49,7 @@ SCREEN_ACTIONS: dict[tuple[str, str], list[Route]] = {
     ("FailureGroupsScreen", "retry_group"): [("POST", "/api/failure-groups/retry")],
     ("FailureGroupsScreen", "cancel_group"): [("POST", "/api/failure-groups/cancel")],
     ("SchedulesScreen", "trigger"): [("POST", "/api/schedules/{name}/trigger")],
+    ("KindsScreen", "enqueue"): [("POST", "/api/jobs")],
 }
 
 
