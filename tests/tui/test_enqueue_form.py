@@ -12,11 +12,12 @@ from textual.pilot import Pilot
 from textual.widgets import Button, DataTable, Input, TextArea
 
 from awa_tui.demo import ResizeImage
+from awa_tui.screens.audit import entry_renderable
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.enqueue import EnqueueJobModal, run_at_of
 from awa_tui.screens.kinds import KindsScreen
 from awa_tui.skeleton import skeleton_text
-from storage import Client, JobState
+from storage import AuditEntry, Client, JobState
 from tests.tui.conftest import settle, text_of, wait_for_screen
 from tests.tui.scenarios import FIXED_NOW, SIZE, Incident, build_app
 
@@ -127,3 +128,21 @@ def test_run_at_takes_a_delay_or_a_moment() -> None:
     at = run_at_of("2026-12-02T10:00", FIXED_NOW)
     assert at is not None
     assert (at.isoformat(), str(at.tzinfo)) == ("2026-12-02T10:00:00+00:00", "UTC")
+
+
+def test_the_trail_shows_an_enqueue_by_its_args_size_and_hash() -> None:
+    stored = {
+        "id": 1,
+        "at": FIXED_NOW,
+        "actor": ACTOR,
+        "action": "enqueue",
+        "job_ids": [7],
+        "queue": "images",
+        "output_size": 42,
+        "output_sha256": "ab12",
+    }
+    entry = AuditEntry.from_stored(stored)
+    assert (entry.args_size, entry.output_size) == (42, None)
+    shown = text_of(entry_renderable(entry, FIXED_NOW))
+    assert "Args    42 bytes · sha256 ab12" in shown
+    assert "Output" not in shown
