@@ -136,7 +136,7 @@ class EnqueueJobModal(Guarded, ModalScreen[JobRow | None]):
         shown = self.check.message if self.check.ok else self.check.refusal
         self.query_one("#args-check", Static).update(Text(mark + shown, style=style))
         try:
-            self.new_job(ArgsCheck(True, None, 0, ""))
+            self.options()
         except ValueError as exc:
             self.options_error = str(exc)
         else:
@@ -147,8 +147,8 @@ class EnqueueJobModal(Guarded, ModalScreen[JobRow | None]):
         ready = self.check.ok and self.options_error is None
         self.query_one("#submit", Button).disabled = not ready
 
-    def new_job(self, check: ArgsCheck) -> NewJob:
-        """The job the form describes, or ``ValueError`` naming the field that is wrong."""
+    def options(self) -> tuple[str, int, datetime | None]:
+        """Queue, priority and run-at as typed, or ``ValueError`` naming the one that is wrong."""
         queue = self.query_one("#enqueue-queue", Input).value.strip()
         if not queue:
             raise ValueError("a queue is needed")
@@ -156,7 +156,7 @@ class EnqueueJobModal(Guarded, ModalScreen[JobRow | None]):
         if not priority.isdigit() or int(priority) not in PRIORITIES:
             raise ValueError("priority is a whole number from 1 (highest) to 4")
         run_at = run_at_of(self.query_one("#enqueue-run-at", Input).value, self.awa.now())
-        return NewJob(self.kind, check.value, check.size or 0, queue, int(priority), run_at)
+        return queue, int(priority), run_at
 
     # -- submit --------------------------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -173,7 +173,9 @@ class EnqueueJobModal(Guarded, ModalScreen[JobRow | None]):
             return
         if self.awa.refuse_write():
             return
-        confirm_enqueue(self.awa, self.new_job(self.check), self.enqueued)
+        queue, priority, run_at = self.options()
+        job = NewJob(self.kind, self.check.value, self.check.size or 0, queue, priority, run_at)
+        confirm_enqueue(self.awa, job, self.enqueued)
 
     def enqueued(self, row: JobRow) -> None:
         if self.is_current:
