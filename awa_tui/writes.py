@@ -1,7 +1,8 @@
 """The console's job writes: one confirmation, then one call per job or one bulk call.
 
 Every screen that retries, cancels, deletes or purges jobs (the browser, the detail, the DLQ)
-asks through ``confirm_job_action``, and every write runs in the app's ``write`` worker group
+asks through ``confirm_job_action``, the enqueue form on Kinds through ``confirm_enqueue``,
+and every write runs in the app's ``write`` worker group
 (``AwaApp.run_job_action``, ``AwaApp.run_bulk_matching``), so a write outlives the screen
 that asked for it and every screen hears that the jobs changed.
 """
@@ -9,6 +10,8 @@ that asked for it and every screen hears that the jobs changed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -175,3 +178,64 @@ async def retry_edited(app: AwaApp, job_id: int, args: Any, reason: str | None) 
         app.notify(f"Job {job_id} retried with new args.", title="Edit & retry")
     finally:
         app.broadcast_changed([job_id])
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What the enqueue form asks for: one job of ``kind`` (its args checked as typed)."""
+
+    kind: str
+    args: Any
+    size: int
+    queue: str
+    priority: int
+    run_at: datetime | None
+
+
+def confirm_enqueue(app: AwaApp, job: NewJob, enqueued: Callable[[JobRow], None]) -> None:
+    """Ask, then enqueue ``job`` in the app's ``write`` group (audited as the console's actor
+    with the reason typed here); ``enqueued`` gets the new job once it committed."""
+    when = "now" if job.run_at is None else f"at {job.run_at.isoformat(timespec='seconds')}"
+
+    def done(yes: Confirmed | None) -> None:
+        if yes:
+            app.run_worker(
+                enqueue_new(app, job, yes.reason, enqueued),
+                group="write",
+                exclusive=True,
+                exit_on_error=False,
+            )
+
+    app.push_screen(
+        ConfirmModal(
+            f"Enqueue a {job.kind} job?",
+            f"One job with {job.size:,} bytes of args on queue {job.queue}, priority "
+            f"{job.priority}, to run {when}. The audit trail keeps the args' size and hash, "
+            "not the args.",
+            confirm_label="Enqueue job",
+            keep_label="Back to the form",
+        ),
+        done,
+    )
+
+
+async def enqueue_new(
+    app: AwaApp, job: NewJob, reason: str | None, enqueued: Callable[[JobRow], None]
+) -> None:
+    if app.refuse_write():
+        return
+    client = await app.client()
+    try:
+        row = await client.enqueue_job(
+            job.kind,
+            job.args,
+            queue=job.queue,
+            priority=job.priority,
+            run_at=job.run_at,
+            actor=app.actor,
+            reason=reason,
+        )
+    finally:
+        app.broadcast_changed([])
+    app.notify(f"Job {row.id} enqueued on queue {row.queue}.", title="Enqueue")
+    enqueued(row)

@@ -159,6 +159,11 @@ async def _trigger_schedule(b: Bench, n: int) -> Action:
     return lambda: b.actor.trigger_schedule(f"now{n}")
 
 
+async def _enqueue_job(b: Bench, n: int) -> Action:
+    await b.start()
+    return lambda: b.actor.enqueue_job("step", {"mode": "ok", "n": n}, actor="ana")
+
+
 async def _failed(b: Bench, n: int) -> int:
     await b.start()
     row = await b.actor.insert(Step(mode="fail", n=n), max_attempts=1)
@@ -220,6 +225,7 @@ PATHS: dict[str, Setup] = {
     "promotion of a retryable job": _retryable,
     "periodic tick": _periodic_tick,
     "schedule triggered now": _trigger_schedule,
+    "operator enqueue (enqueue_job)": _enqueue_job,
     "operator retry of a failed job": _retry_failed,
     "operator retry of a cancelled job": _retry_cancelled,
     "DLQ retry": _retry_dlq,

@@ -13,7 +13,7 @@ from typing import Any, Unpack
 from storage.db.pool import snapshot
 from storage.insert import enqueue, periodic
 from storage.insert.plan import kind_of
-from storage.ops import admin, edit_args, maintenance
+from storage.ops import admin, enqueue_job, job_args, maintenance
 from storage.ops.audit import Recorder
 from storage.ops.maintenance import MaintenanceSettings, PassReport
 from storage.ops.rescue import emit_rescued
@@ -43,6 +43,8 @@ from storage.values.errors import (
 )
 from storage.values.events import JobEvent
 from storage.values.models import (
+    ARGS_SCHEMA,
+    QUEUE,
     AttemptSpan,
     FailureGroup,
     JobKindDescriptor,
@@ -54,7 +56,7 @@ from storage.values.models import (
     StateCounts,
 )
 from storage.values.names import check_stored_name
-from storage.values.output import output_descriptor
+from storage.values.output import args_schema, output_descriptor
 
 BULK_PAGE = 500
 
@@ -315,13 +317,47 @@ class Operations:
         reason: str | None = None,
     ) -> JobRow | None:
         """Run a failed, cancelled or dead-lettered job again. With ``args``, it runs with
-        those instead (an edit-and-retry), checked like an insert's (``storage.ops.edit_args``);
+        those instead (an edit-and-retry), checked like an insert's (``storage.ops.job_args``);
         the audit entry keeps the original args."""
         audit = Recorder(Audit.of(actor, reason))
         if args is None:
             return await self._admin(admin.retry, job_id, audit)
-        new_args = edit_args.edited(args, self._tasks)
+        new_args = job_args.edited(args, self._tasks)
         return await self._admin(partial(admin.retry, args=new_args), job_id, audit)
+
+    async def enqueue_job(
+        self,
+        kind: str,
+        args: Any,
+        *,
+        queue: str | None = None,
+        priority: int = 2,
+        run_at: datetime | None = None,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> JobRow:
+        """Enqueue one new job of a known kind, as an operator does from a form: the kind must
+        have a handler here or a published descriptor (else ``UnknownKind``), the args pass
+        ``check_args``, the queue defaults to ``default_queue``. Audited as ``enqueue`` (the
+        new job, its queue, the args' size and sha256, never their text) in the insert's
+        transaction; a worker serving the queue is woken (``storage.ops.enqueue_job``)."""
+        audit = Recorder(Audit.of(actor, reason))
+        options = {"priority": priority, "run_at": run_at}
+        async with self._session.connection("enqueue_job") as conn:
+            return await enqueue_job.enqueue(
+                conn, self._tasks(), kind, args, queue=queue, options=options, audit=audit
+            )
+
+    def check_args(self, kind: str, args: Any, descriptor: JobKindDescriptor | None) -> str:
+        """The args' JSON text, or ``ArgsValidationError`` (with ``path`` and ``rule``): the
+        check ``enqueue_job`` and an edit-and-retry make, against the kind's args type
+        registered here or the ``args_schema`` in ``descriptor``. No connection: a form runs
+        it as the operator types."""
+        return job_args.args_text(kind, args, self._tasks(), descriptor)
+
+    def default_queue(self, kind: str, descriptor: JobKindDescriptor | None) -> str:
+        """The queue ``enqueue_job`` uses for ``kind`` when none is given."""
+        return enqueue_job.default_queue(kind, self._tasks(), descriptor)
 
     async def delete_job(
         self, job_id: int, *, actor: str | None = None, reason: str | None = None
@@ -401,13 +437,18 @@ class Operations:
         return descriptor
 
     def declared_descriptors(self, tasks: dict[str, Any]) -> list[JobKindDescriptor]:
-        """Descriptors for every registered task; an explicit descriptor output wins."""
+        """Descriptors for every registered task: its output type and schema, its queue and
+        its args schema (``JobKindDescriptor.queue``, ``args_schema``); what an explicit
+        descriptor says wins."""
         found = dict(self._descriptors)
         for kind, spec in tasks.items():
             base = found.get(kind) or JobKindDescriptor(kind=kind)
             if base.output is None and spec.output_type is not None:
                 base = base.model_copy(update={"output": output_descriptor(spec.output_type)})
-            found[kind] = base
+            # What a form needs to enqueue one (``enqueue_job``); explicit extra keys win.
+            published = {QUEUE: spec.queue, ARGS_SCHEMA: args_schema(spec.args_type)}
+            extra = {k: v for k, v in published.items() if v is not None} | base.extra
+            found[kind] = base.model_copy(update={"extra": extra})
         return list(found.values())
 
     async def sync_descriptors(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 from fastapi import Request
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 from starlette.responses import Response
 
 from awa_tui.http.paging import encode_cursor
@@ -74,6 +74,25 @@ class RetryJobBody(JobActionBody):
         description="New args for the retry (an edit-and-retry), checked against the kind's "
         "args type or published args_schema; the audit entry keeps the original args. "
         "Omitted or null: the job's own args.",
+    )
+
+
+class EnqueueBody(JobActionBody):
+    kind: str = Field(
+        min_length=1, max_length=200, description="A kind with a handler or a published descriptor."
+    )
+    args: Any = Field(
+        description="The job's args, checked against the kind's published args_schema (GET "
+        "/api/kinds) or, where this server registers the kind, its args type."
+    )
+    queue: str | None = Field(
+        None,
+        max_length=200,
+        description="Omitted: the queue the kind's descriptor names, else default.",
+    )
+    priority: int = Field(2, ge=1, le=4, description="1 is the highest.")
+    run_at: AwareDatetime | None = Field(
+        None, description="A moment with a time zone; a future one enqueues the job scheduled."
     )
 
 

@@ -35,6 +35,7 @@ from storage import (
     ScheduleNotFound,
     SchemaNotMigrated,
     StaleAttempt,
+    UnknownKind,
     UnstorableText,
 )
 
@@ -46,7 +47,8 @@ ENGINE_ERRORS: tuple[tuple[type[AwaError], int, str], ...] = (
     (InvalidFilter, 400, "invalid_filter"),
     (ConfigError, 400, "invalid_request"),  # InvalidName: a kind or queue PG cannot store
     (UnstorableText, 400, "invalid_request"),  # an error text with a NUL
-    (ArgsValidationError, 400, "invalid_args"),  # an edit-and-retry's new args
+    (ArgsValidationError, 400, "invalid_args"),  # an edit-and-retry's or an enqueue's args
+    (UnknownKind, 422, "unknown_kind"),  # an enqueue of a kind nothing here knows
     (InvalidOption, 400, "invalid_request"),  # an actor or reason that cannot be kept
     (CallbackNotFound, 404, "callback_not_found"),
     (JobNotFound, 404, "job_not_found"),
@@ -91,6 +93,8 @@ def engine_error_response(exc: AwaError) -> Response:
     status, code = next((s, c) for cls, s, c in ENGINE_ERRORS if isinstance(exc, cls))
     if isinstance(exc, OutputError):
         return error_response(status, code, exc.message, reason=exc.reason, path=exc.path)
+    if isinstance(exc, ArgsValidationError) and exc.path is not None:
+        return error_response(status, code, exc.message, path=exc.path)
     headers = {"Retry-After": "5"} if status == 503 else None
     return error_response(status, code, exc.message, headers)
 

@@ -1,4 +1,5 @@
-"""``/api/jobs``: the detail (with its output), lists (without), and the admin actions.
+"""``/api/jobs``: the detail (with its output), lists (without), an operator's enqueue of a new
+job (``POST``, the console's form on Kinds), and the admin actions.
 
 A list page and its counts come from one snapshot (``Client.browse``, what the console's job
 browser shows), with the browser's time range and orders: an order no index serves is refused
@@ -17,6 +18,7 @@ from starlette.responses import Response
 
 from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import (
+    EnqueueBody,
     ErrorOut,
     JobActionBody,
     JobListOut,
@@ -169,6 +171,30 @@ async def get_job(
     if account is not None:
         body["compare"] = compare_json(account)
     return json_response(body)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=JobOut,
+    responses={
+        400: {"model": ErrorOut, "description": "The args do not fit the kind (invalid_args)."},
+        422: {"model": ErrorOut, "description": "No handler or descriptor knows the kind."},
+    },
+    dependencies=[Depends(writable)],
+    summary="Enqueue a new job of a known kind (audited as enqueue)",
+)
+async def enqueue_job(body: EnqueueBody, request: Request) -> Response:
+    row = await client_of(request).enqueue_job(
+        body.kind,
+        body.args,
+        queue=body.queue,
+        priority=body.priority,
+        run_at=body.run_at,
+        actor=actor_of(request),
+        reason=body.reason,
+    )
+    return json_response(job_json(row, detail=True), 201, {"Location": f"/api/jobs/{row.id}"})
 
 
 ACTION: dict[int | str, dict[str, Any]] = {

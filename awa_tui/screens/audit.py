@@ -204,6 +204,8 @@ def entry_renderable(entry: AuditEntry, now: datetime) -> RenderableType:
     grid.add_row("Reason", entry.reason or Text("(none given)", style="dim"))
     if entry.output_size is not None:
         grid.add_row("Output", f"{entry.output_size:,} bytes · sha256 {entry.output_sha256}")
+    if entry.args_size is not None:
+        grid.add_row("Args", f"{entry.args_size:,} bytes · sha256 {entry.args_sha256}")
     if entry.original_args is not None:
         grid.add_row("Original args", Text(str(entry.original_args), style="dim"))
     return grid

@@ -17,11 +17,12 @@ from textual.widgets import Label, Static
 from awa_tui.messages import KindsLoaded
 from awa_tui.query import JobQuery
 from awa_tui.screens.base import Jump
+from awa_tui.screens.enqueue import EnqueueJobModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.last_good import LastGoodPanel
-from storage import Client, JobState, KindSummary
+from storage import Client, JobRow, JobState, KindSummary
 
 COUNTED = (
     ("avail", JobState.AVAILABLE),
@@ -35,14 +36,16 @@ EMPTY = "No kinds yet: no runtime has published a descriptor and no job exists."
 
 
 class KindsScreen(TableScreen[KindSummary]):
-    """Enter shows the kind's jobs; ``s`` its schema full screen."""
+    """Enter shows the kind's jobs; ``s`` its schema full screen; ``n`` enqueues a new job."""
 
     TITLE = "Kinds"
     HELP = (
         "Every kind a runtime declared or a job uses: its jobs by state, its declared output "
         "type and schema, and whether its descriptor is current. Enter opens the browser on "
         "the kind's jobs (esc comes back to this row); s shows its output schema. Below the "
-        "descriptor, the kind's last good output: its most recent completed output."
+        "descriptor, the kind's last good output: its most recent completed output. n enqueues "
+        "a new job of the kind from a form: its args open on a skeleton of the published args "
+        "schema and are checked as you type; confirmed, with a reason, and audited."
     )
     JUMP = Jump("K", "kinds", "Kinds")
     READ_GROUP = "kinds"
@@ -57,11 +60,13 @@ class KindsScreen(TableScreen[KindSummary]):
     )
     ENTER = "jobs"
     LIVE = False
+    WRITE_ACTIONS = frozenset({"enqueue"})
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="kinds.back"),
         Binding("enter", "jobs", "Jobs of kind", id="kinds.jobs"),
         Binding("s", "schema", "Schema", id="kinds.schema"),
+        Binding("n", "enqueue", "Enqueue…", id="kinds.enqueue"),
         Binding("r", "refresh", "Refresh", id="kinds.refresh"),
         Binding("j", "down", "Down", show=False, id="kinds.down"),
         Binding("k", "up", "Up", show=False, id="kinds.up"),
@@ -113,7 +118,7 @@ class KindsScreen(TableScreen[KindSummary]):
         self.query_one(LastGoodPanel).follow(self.awa.client, summary.kind, None, self.awa.now())
         d = summary.descriptor
         schema = d.output_schema if d is not None else None
-        extra = d.extra if d is not None else {}
+        extra = d.declared_extra if d is not None else {}
         self.query_one("#kind-schema", JsonView).show_value(schema)
         self.query_one("#kind-extra", JsonView).show_value(extra)
         for name, shown in (("schema", d is not None), ("extra", bool(extra))):
@@ -122,8 +127,12 @@ class KindsScreen(TableScreen[KindSummary]):
 
     def binding_reason(self, action: str) -> str | None:
         current = self.current
-        if action == "jobs" and current is None:
+        if action in self.WRITE_ACTIONS and not self.awa.writable:
+            return self.awa.read_only_reason
+        if action in ("jobs", "enqueue") and current is None:
             return "No kind is selected."
+        if action == "enqueue" and current is not None and current.descriptor is None:
+            return "No runtime published a descriptor for this kind, so it cannot be enqueued."
         if action == "schema" and (
             current is None
             or current.descriptor is None
@@ -143,6 +152,17 @@ class KindsScreen(TableScreen[KindSummary]):
         current = self.current
         if current is not None and current.descriptor is not None:
             self.app.push_screen(SchemaScreen(current.kind, current.descriptor))
+
+    def action_enqueue(self) -> None:
+        current = self.current
+        if current is None or self.awa.refuse_write():
+            return
+
+        def enqueued(row: JobRow | None) -> None:
+            if row is not None:
+                self.reload()
+
+        self.app.push_screen(EnqueueJobModal(current.kind, current.descriptor), enqueued)
 
 
 def _count(value: int) -> Text:
@@ -173,6 +193,10 @@ def descriptor_renderable(summary: KindSummary, now: datetime) -> RenderableType
     grid.add_row("Docs", d.docs_url or "-")
     grid.add_row("Tags", ", ".join(d.tags) or "-")
     grid.add_row("Output type", d.output_type_name or "none declared")
+    grid.add_row("Queue", d.queue or "-")
+    grid.add_row(
+        "Args schema", "published (n enqueues a job)" if d.args_schema is not None else "none"
+    )
     grid.add_row("Last seen", both(d.last_seen_at, now))
     if summary.stale:
         grid.add_row(

@@ -124,7 +124,9 @@ class InsertPlan:
                 decode_value(args, args_type)
             except (JsonDecodeMismatch, TypeError) as exc:
                 raise ArgsValidationError(
-                    f"Args for kind {kind!r} do not match {args_type.__name__}: {exc}"
+                    f"Args for kind {kind!r} do not match {args_type.__name__}: {exc}",
+                    path=getattr(exc, "path", None),
+                    rule=getattr(exc, "rule", None),
                 ) from exc
         try:
             return kind, queue, to_json_text(args)

@@ -15,7 +15,7 @@ from storage.finalize import attempt_writes
 from storage.finalize.types import AttemptRef
 from storage.insert import enqueue, unique
 from storage.ops.audit import Recorder
-from storage.ops.edit_args import NewArgs
+from storage.ops.job_args import NewArgs
 from storage.read import one_job
 from storage.values.codec import to_json_text
 from storage.values.errors import InvalidJobState, JobNotFound

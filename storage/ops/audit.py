@@ -9,7 +9,9 @@ the count is always the number of jobs that changed.
 
 No output text, payload or args is stored, with one exception the issue asks for: an
 edit-and-retry keeps the job's original args (``original_args``). A manual completion keeps
-its output's size and sha256 (of the stored text).
+its output's size and sha256 (of the stored text); an enqueue (``ENQUEUE``) its args' size and
+sha256, in the same two columns (v009 has no others; ``storage.read.audit`` hands them back as
+``args_size`` and ``args_sha256`` for the actions in ``ARGS_DIGEST_ACTIONS``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import asyncpg
 
 from storage.db.pool import Conn
 from storage.read.listing_filter import ListFilter
-from storage.values.audit import Audit
+from storage.values.audit import ARGS_DIGEST_ACTIONS, Audit
 from storage.values.errors import SchemaNotMigrated
 
 INSERT = """
@@ -97,14 +99,18 @@ class Recorder:
         *,
         output_text: str | None = None,
         original_args: str | None = None,
+        args_text: str | None = None,
     ) -> None:
-        """Record ``action`` on one job (a bulk's recorder counts it in its one entry)."""
+        """Record ``action`` on one job (a bulk's recorder counts it in its one entry): the
+        size and sha256 of ``output_text`` (a completion's) or ``args_text`` (an enqueue's)."""
         if self._bulk is not None:
             await self._count(conn)
             return
+        assert args_text is None or action in ARGS_DIGEST_ACTIONS, action
         size = digest = None
-        if output_text is not None:
-            data = output_text.encode("utf-8")
+        carried = output_text if output_text is not None else args_text
+        if carried is not None:
+            data = carried.encode("utf-8")
             size, digest = len(data), hashlib.sha256(data).hexdigest()
         who = self.audit
         if self.optional and not await conn.fetchval(HAS_TRAIL):

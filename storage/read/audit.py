@@ -44,4 +44,4 @@ async def list_audit(
         rows = await conn.fetch(LIST, since, actor, action, job_id, limit)
     except asyncpg.UndefinedTableError as exc:
         raise SchemaNotMigrated(NOT_THERE) from exc
-    return [AuditEntry(**dict(row)) for row in rows]
+    return [AuditEntry.from_stored(dict(row)) for row in rows]

@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from storage.values.errors import InvalidOption
 from storage.values.names import unstorable
 
+ENQUEUE = "enqueue"
+"""The action of an operator's enqueue of a new job (``Client.enqueue_job``)."""
+ARGS_DIGEST_ACTIONS = frozenset({ENQUEUE})
+"""Actions whose entry carries the size and sha256 of the args they wrote (never the text)."""
 MAX_ACTOR_CHARS = 200
 MAX_REASON_CHARS = 1000
 
@@ -74,8 +78,9 @@ class AuditEntry(BaseModel):
 
     ``job_ids`` are the jobs acted on (empty for a queue action, or a bulk action by filter,
     whose ``filter`` says what it matched and ``count`` how many jobs it changed). A manual
-    completion carries its output's size in bytes and sha256, never its text;
-    ``original_args`` is set only by an edit-and-retry (the args the job had before)."""
+    completion carries its output's size in bytes and sha256, never its text; an enqueue its
+    args' (``args_size``, ``args_sha256``), never their text; ``original_args`` is set only by
+    an edit-and-retry (the args the job had before)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -91,3 +96,16 @@ class AuditEntry(BaseModel):
     output_size: int | None = None
     output_sha256: str | None = None
     original_args: Any = None
+    args_size: int | None = None
+    args_sha256: str | None = None
+
+    @classmethod
+    def from_stored(cls, values: dict[str, Any]) -> AuditEntry:
+        """An entry from its stored columns: an action of ``ARGS_DIGEST_ACTIONS`` keeps its
+        args' size and digest in the output columns (the only ones v009 has), named here for
+        what they are."""
+        if values.get("action") in ARGS_DIGEST_ACTIONS:
+            values = dict(values)
+            values["args_size"] = values.pop("output_size", None)
+            values["args_sha256"] = values.pop("output_sha256", None)
+        return cls(**values)

@@ -114,6 +114,13 @@ class ReadOnlyError(AwaError):
 class ArgsValidationError(AwaError):
     """The job arguments do not match the declared type."""
 
+    def __init__(
+        self, message: str | None = None, *, path: str | None = None, rule: str | None = None
+    ) -> None:
+        self.path = path  # the first failing JSON position and its rule, when known
+        self.rule = rule
+        super().__init__(message)
+
 
 class UnknownKind(AwaError):
     """No handler is registered for this job kind."""

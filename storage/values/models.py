@@ -206,6 +206,13 @@ class JobPage(BaseModel):
     has_more: bool
 
 
+ARGS_SCHEMA = "args_schema"
+"""The key of a descriptor's ``extra`` that holds its kind's args JSON Schema (a runtime
+publishes it for a registered pydantic args type)."""
+QUEUE = "queue"
+"""The key of a descriptor's ``extra`` that holds the queue its kind's handler serves."""
+
+
 class JobKindDescriptor(BaseModel):
     """What a kind is, published by the runtimes that handle it."""
 
@@ -231,6 +238,23 @@ class JobKindDescriptor(BaseModel):
     @property
     def output_schema(self) -> dict[str, Any] | None:
         return None if self.output is None else self.output.get("schema")
+
+    @property
+    def args_schema(self) -> dict[str, Any] | bool | None:
+        """The args JSON Schema a runtime published (``extra["args_schema"]``), if any."""
+        schema = self.extra.get(ARGS_SCHEMA)
+        return schema if isinstance(schema, dict | bool) else None
+
+    @property
+    def declared_extra(self) -> dict[str, Any]:
+        """``extra`` without what a runtime publishes itself (``queue``, ``args_schema``)."""
+        return {k: v for k, v in self.extra.items() if k not in (ARGS_SCHEMA, QUEUE)}
+
+    @property
+    def queue(self) -> str | None:
+        """The queue the kind's handler serves (``extra["queue"]``), if a runtime said."""
+        queue = self.extra.get(QUEUE)
+        return queue if isinstance(queue, str) and queue else None
 
 
 class KindSummary(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from threading import get_ident
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, PydanticUserError, TypeAdapter
@@ -205,21 +205,36 @@ def output_descriptor(output_type: type[Any]) -> dict[str, Any]:
     The schema is the serialization-mode one, since stored values are JSON-mode dumps.
     """
     descriptor: dict[str, Any] = {"type": type_name(output_type)}
-    schema = _json_schema(output_type)
+    schema = _json_schema(output_type, "serialization")
     if schema is None:
         return descriptor
     with_schema = {**descriptor, "schema": schema}
+    return with_schema if _fits(with_schema) else descriptor
+
+
+def args_schema(args_type: type[Any] | None) -> dict[str, Any] | None:
+    """What a kind publishes about its args (``JobKindDescriptor.args_schema``): the
+    validation-mode schema of a pydantic args model, the shape its args are validated as at
+    insert and dispatch. None for any other args type, or a schema over the descriptor cap."""
+    if not (isinstance(args_type, type) and issubclass(args_type, BaseModel)):
+        return None
+    schema = _json_schema(args_type, "validation")
+    return schema if schema is not None and _fits(schema) else None
+
+
+def _fits(published: dict[str, Any]) -> bool:
     try:
-        size = len(orjson.dumps(with_schema))
+        return len(orjson.dumps(published)) <= MAX_DESCRIPTOR_BYTES
     except orjson.JSONEncodeError:
-        return descriptor
-    return with_schema if size <= MAX_DESCRIPTOR_BYTES else descriptor
+        return False
 
 
-def _json_schema(output_type: type[Any]) -> dict[str, Any] | None:
+def _json_schema(
+    of: type[Any], mode: Literal["validation", "serialization"]
+) -> dict[str, Any] | None:
     try:
-        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            return output_type.model_json_schema(mode="serialization")
-        return TypeAdapter(output_type).json_schema(mode="serialization")
+        if isinstance(of, type) and issubclass(of, BaseModel):
+            return of.model_json_schema(mode=mode)
+        return TypeAdapter(of).json_schema(mode=mode)
     except PydanticUserError:  # no schema for arbitrary classes: publish the name only
         return None

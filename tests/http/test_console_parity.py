@@ -1,9 +1,10 @@
 """Every write the console offers has its HTTP twin in ``/openapi.json``: each screen's
 ``WRITE_ACTIONS`` (the browser's retry, cancel, delete and act-on-the-filter, the detail's job
 and callback writes, the DLQ's, the queues' pause and resume, the failure groups' retry and
-cancel) and every ``JobAction``. A new console write without a row here fails, and so does a
-row whose route is gone; the guard of each route is the same ``Client`` call the console
-makes, checked route by route in ``test_admin``, ``test_jobs`` and ``test_callbacks``."""
+cancel, the schedules' trigger, the kinds' enqueue) and every ``JobAction``. A new console
+write without a row here fails, and so does a row whose route is gone; the guard of each route
+is the same ``Client`` call the console makes, checked route by route in ``test_admin``,
+``test_jobs`` and ``test_callbacks``."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ SCREEN_ACTIONS: dict[tuple[str, str], list[Route]] = {
     ("FailureGroupsScreen", "retry_group"): [("POST", "/api/failure-groups/retry")],
     ("FailureGroupsScreen", "cancel_group"): [("POST", "/api/failure-groups/cancel")],
     ("SchedulesScreen", "trigger"): [("POST", "/api/schedules/{name}/trigger")],
+    ("KindsScreen", "enqueue"): [("POST", "/api/jobs")],
 }
 
 

@@ -23,6 +23,7 @@ ROUTES = [
     ("POST", "/api/callbacks/cb/retry"),
     ("POST", "/api/callbacks/cb/heartbeat"),
     ("GET", "/api/jobs"),
+    ("POST", "/api/jobs"),
     ("GET", "/api/jobs/1"),
     ("POST", "/api/jobs/1/retry"),
     ("POST", "/api/jobs/1/cancel"),

@@ -119,8 +119,29 @@ def test_complete_form_at_80_columns(
 
 def test_kinds(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Every kind with display name, declared output type, schema tick, live counts, and the
-    descriptor flag: legacy_export is stale. The selected kind's descriptor and schema below."""
+    descriptor flag: legacy_export is stale. The selected kind's descriptor (its queue,
+    webhooks, and "Args schema: published (n enqueues a job)") and schema below; the footer
+    offers n Enqueue…; no Extra section (a runtime's own queue and args schema are not extra)."""
     check(snap_compare, migrated_dsn, schema, SCREENS["kinds"])
+
+
+ENQUEUE_INVALID = Screen(
+    "enqueue-invalid",
+    keys=("K", *"jjjjj", "n"),
+    paste='{"image_id": 9, "width": "wide", "height": 480}',
+)
+
+
+def test_enqueue_form_refuses_args_by_path(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """At 120x40, n on Kinds' resize_image: queue images (the handler's, from the descriptor),
+    priority 2 (1-4), run at empty; the pasted args in the editor with a red "✗ args $.width:
+    expected integer, got string" (the published args schema's check: this console registers
+    no handler), never the value typed; beside it "Fields of ResizeImage": image_id, width,
+    height, integers, required. The Enqueue button is disabled."""
+    app = prepare(migrated_dsn, schema, ENQUEUE_INVALID)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=ENQUEUE_INVALID.run_before)
 
 
 def test_dlq(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:

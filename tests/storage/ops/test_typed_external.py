@@ -4,8 +4,6 @@ checks from the published descriptor in a process that handles no kinds, and the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -37,13 +35,6 @@ class Other(BaseModel):
 def kind(schema: str) -> str:
     """A kind of this test only: descriptors live in the shared control schema."""
     return f"{schema}_thumb"
-
-
-@pytest.fixture
-async def console(migrated_dsn: str, schema: str) -> AsyncIterator[Client]:
-    """A second client on the same schema that registers no tasks, as the console does."""
-    async with await Client.connect(migrated_dsn, schema) as c:
-        yield c
 
 
 async def _waiting(client: Client, kind: str) -> tuple[int, str]:
