@@ -14,7 +14,6 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
-from weakref import WeakKeyDictionary
 
 import orjson
 from textual import events, work
@@ -25,12 +24,12 @@ from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.worker import Worker, WorkerFailed, WorkerState
 
 from awa_tui import writes
 from awa_tui.actions import JobAction
 from awa_tui.errors import EXIT_INTERNAL, describe, exit_code
+from awa_tui.key_line import KeyLine
 from awa_tui.messages import ClientConnected, JobsChanged
 from awa_tui.query import TABS, JobQuery
 from awa_tui.resilience import (
@@ -77,9 +76,6 @@ JUMPS: tuple[type[AwaScreen], ...] = (
     AuditScreen,
 )
 """The screens a key opens from anywhere; each declares its key (``JUMP``). One line adds one."""
-
-KEY_WAITS = 10
-"""How many frames a key typed while a new screen opens waits for its focus."""
 
 PROBE = "probe"
 """The app's own read: the connection check when nothing else read."""
@@ -159,10 +155,7 @@ class AwaApp(Guarded, App[int]):
         self.stopping = False
         """Quitting: the app exits; asyncpg's notes about cancelled reads are not shown."""
         self.set_reactive(AwaApp.tick, self._clock())
-        self._key_sent_to: WeakKeyDictionary[events.Key, Widget | None] = WeakKeyDictionary()
-        """Each key on its way: the widget it was sent to (``_on_key``)."""
-        self._key_waits: WeakKeyDictionary[events.Key, int] = WeakKeyDictionary()
-        """Keys waiting for a screen just opened to focus (``on_event``): how often."""
+        self._keys = KeyLine(self)
         self.title = "awa-tui · DEMO" if settings.demo_label else "awa-tui"
         self.sub_title = f"{self.connection.header()} · {self._label}"
 
@@ -375,27 +368,20 @@ class AwaApp(Guarded, App[int]):
 
     # -- keys ---------------------------------------------------------------------------------
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not event.is_forwarded:
-            waited = self._key_waits.pop(event, 0)
-            if self.focused is None and self.screen.focus_chain and waited < KEY_WAITS:
-                # A screen just opened and not focused yet: the key waits for its focus.
-                again = events.Key(event.key, event.character)
-                self._key_waits[again] = waited + 1
-                self.call_after_refresh(self.post_message, again)
-                return
-            self._key_sent_to[event] = self.focused
+        key = event if isinstance(event, events.Key) and not event.is_forwarded else None
+        if key is not None and not self._keys.admit(key):
+            return
         await super().on_event(event)
+        if key is not None:
+            self._keys.forwarded(key)
 
     async def _on_key(self, event: events.Key) -> None:
-        """No typed key is lost, whatever is loading. Textual sends each key to the widget
-        focused when it arrives, and runs its bindings when it comes back up here; a key typed
-        right after one that moves the focus (``/`` to the filter, ``Q`` to another screen)
-        was sent to the widget focused before. Such a key goes again, where the focus is now:
-        a character into the filter, ``j`` and enter to the new screen's table."""
-        sent_to = self._key_sent_to.pop(event, self.focused)
-        if sent_to is not self.focused:
-            event.prevent_default()  # not App._on_key's bindings: they would act on the new focus
-            self.post_message(events.Key(event.key, event.character))
+        """No typed key is lost or overtaken, whatever is loading (``awa_tui.key_line``): a
+        key that comes back here from a widget that lost the focus meanwhile goes again, where
+        the focus is now (a character into the filter, ``j`` and enter to the new screen's
+        table), not to App's bindings, which would act on the new focus."""
+        if self._keys.resend(event):
+            event.prevent_default()
 
     # -- errors -------------------------------------------------------------------------------
     def worker_state_changed(self, event: Worker.StateChanged) -> None:

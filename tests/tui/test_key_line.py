@@ -1,0 +1,70 @@
+"""Typed keys reach the console in the order typed, each where the focus is when it is handled
+(``awa_tui.key_line``)."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Input, Static
+
+from awa_tui.app import make_app
+from tests.tui.scenarios import SIZE
+
+
+class Mover(Static, can_focus=True):
+    """On ``a``: moves the focus to the input and, right then, the next key arrives (as one
+    typed that instant would), while ``a`` is still on its way back up to the app."""
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key == "a":
+            self.screen.query_one(Input).focus()
+            self.app.post_message(events.Key("b", "b"))
+
+
+class TwoWidgets(Screen[None]):
+    def compose(self) -> ComposeResult:
+        yield Mover("mover", id="mover")
+        yield Input(id="typed")
+
+    def on_mount(self) -> None:
+        self.query_one(Mover).focus()
+
+
+async def test_a_key_sent_again_after_the_focus_moved_is_not_overtaken(
+    migrated_dsn: str, schema: str
+) -> None:
+    """``a`` was sent to the widget that had the focus; it moved the focus, and ``b`` came
+    meanwhile. ``a`` goes again into the input, and ``b`` after it: "ab", not "ba"."""
+    app = make_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(TwoWidgets())
+        await pilot.pause()
+        assert isinstance(app.focused, Mover)
+        app.post_message(events.Key("a", "a"))
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.query_one(Input).value == "ab"
+
+
+async def test_keys_typed_in_a_burst_keep_their_order_across_screens(
+    migrated_dsn: str, schema: str
+) -> None:
+    """Q opens Queues, esc closes it, K opens Kinds: typed at once, they end on Kinds with
+    Queues closed, whatever each screen's loading does meanwhile."""
+    from awa_tui.screens.jobs import JobsScreen
+    from awa_tui.screens.kinds import KindsScreen
+
+    app = make_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        while not isinstance(app.screen, JobsScreen):
+            await pilot.pause()
+        for key in ("Q", "escape", "K"):
+            app.post_message(events.Key(key, None if key == "escape" else key))
+        for _ in range(200):
+            if isinstance(app.screen, KindsScreen):
+                break
+            await pilot.pause(0.01)
+        await pilot.pause()
+        assert [type(s).__name__ for s in app.screen_stack[1:]] == ["JobsScreen", "KindsScreen"]
