@@ -474,6 +474,11 @@ class Operations:
         it, and tries for it only now and then while another leads (``storage.ops.leadership``)."""
         return self._told(await self._session.leader.lead(partial(self._leading, settings)))
 
+    async def resign_maintenance(self) -> None:
+        """Give the leader's lock up, with the connection holding it (a no-op when this
+        client does not lead): the runtime does when it stops or fails."""
+        await self._session.leader.resign()
+
     async def _leading(self, settings: MaintenanceSettings, conn: Conn) -> PassReport:
         present = await self._session.probe.present(conn)
         return await maintenance.run_pass_leading(conn, settings, outputs_supported=present)

@@ -123,8 +123,8 @@ class Worker:
                 await runtime.stop(abandon=abandon, grace=grace)
             await self._host.batcher.drain()
         finally:  # even when stopping failed or was cancelled: the listener's slot comes back,
-            try:  # and the maintenance leader's (its lock with it)
-                await self._session.leader.resign()
+            try:  # and the maintenance leader's (its lock with it), if the runtime kept it
+                await self._host.resign_maintenance()
             finally:
                 await self._host.notices.close()
 

@@ -9,10 +9,10 @@ connection, and hand that connection back when they lose.
 Fail-over needs no step of ours: when the leader's connection dies, PostgreSQL drops the lock
 with the session, and the next follower to try leads (within ``FOLLOWER_TRY_EVERY`` intervals:
 5 s at the default interval of 1 s, which a rescue's bound, the heartbeat's 60 s, absorbs). A
-leader gives the connection back when it stops (``resign``, from ``Worker.shutdown``: the
-pool's reset runs ``pg_advisory_unlock_all()``; a cancelled stop terminates the connection
-instead), and when a pass fails, so the failed connection is never reused; its next try is a
-follower's.
+leader gives the connection back when its runtime stops or fails (``resign``, when the
+maintenance loop is cancelled, and from ``Worker.shutdown``: the pool's reset runs
+``pg_advisory_unlock_all()``; a cancelled task terminates the connection instead), and when a
+pass fails, so the failed connection is never reused; its next try is a follower's.
 
 Before, each pass took and released the lock, so N runtimes ran up to N passes an interval
 among them: 50 idle runtimes ran 5 a second, five sixths of PostgreSQL's CPU
