@@ -1,16 +1,17 @@
 """A fleet of idle runtimes on one server: PostgreSQL's CPU and the claim queries they cost.
 
 50 runtimes (``--runtimes``) in this process, each its own client on one queue of one schema,
-started at the defaults (maintenance on, so each also competes for the maintenance leader every
-second) with nothing to do. Measured over a window after a warm-up: the CPU of every PostgreSQL
-process (/proc) as a percentage of one core, this process's CPU likewise, claim queries per
-second (pg_stat_statements when the server has it loaded, else counted by a query logger on each
-runtime's pool) and every statement the runtimes sent. Beside it: the server with no runtime
-(its own background work), the fleet without maintenance (what the passes cost) and at the old
-50 ms ``poll_interval``, interleaved per round. Each client's pool is capped at ``POOL``
-connections so the logger sits on all of them (an idle runtime uses at most two at once); the
-embedded server is restarted allowing the connections (issue #28's target: at most 5% of a
-core, at most 1 claim a second per runtime).
+started at the defaults (maintenance on: one of them leads the passes, the others try for the
+leader's lock once in five seconds, ``storage.ops.leadership``) with nothing to do. Measured
+over a window after a warm-up: the CPU of every PostgreSQL process (/proc) as a percentage of
+one core, this process's CPU likewise, claim queries per second (pg_stat_statements when the
+server has it loaded, else counted by a query logger on each runtime's pool) and every
+statement the runtimes sent. Beside it: the server with no runtime (its own background work),
+the fleet without maintenance (what the passes cost) and at the old 50 ms ``poll_interval``,
+interleaved per round. Each client's pool is capped at ``POOL`` connections so the logger sits
+on all of them (an idle runtime uses at most two at once, the leader three: its lock's
+connection too); the embedded server is restarted allowing the connections (issue #28's
+target: at most 5% of a core, at most 1 claim a second per runtime).
 """
 
 from __future__ import annotations

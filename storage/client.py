@@ -429,6 +429,8 @@ class Client:
     get_descriptor = Delegated("operations", Operations.get_descriptor)
     list_kinds = Delegated("operations", Operations.list_kinds)
     run_maintenance = Delegated("operations", Operations.run_maintenance)
+    lead_maintenance = Delegated("operations", Operations.lead_maintenance)
+    resign_maintenance = Delegated("operations", Operations.resign_maintenance)
     list_schedules = Delegated("operations", Operations.list_schedules)
     remove_schedule = Delegated("operations", Operations.remove_schedule)
     trigger_schedule = Delegated("operations", Operations.trigger_schedule)

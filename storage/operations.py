@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Unpack
 
-from storage.db.pool import snapshot
+from storage.db.pool import Conn, snapshot, translate_errors
 from storage.insert import enqueue, periodic
 from storage.insert.plan import kind_of
 from storage.ops import admin, enqueue_job, job_args, maintenance
@@ -496,13 +496,35 @@ class Operations:
 
     # -- maintenance --------------------------------------------------------------------------
     async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
-        """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads."""
-        async with self._session.connection("run_maintenance") as conn:
-            report = await maintenance.run_pass(
-                conn,
-                settings or MaintenanceSettings(),
-                outputs_supported=await self._session.probe.present(conn),
-            )
+        """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads:
+        on the connection its runtime keeps the leader's lock on, or else if it wins the lock
+        for this pass."""
+        chosen = settings or MaintenanceSettings()
+
+        async def borrowed() -> PassReport:
+            async with self._session.connection("run_maintenance") as conn:
+                present = await self._session.probe.present(conn)
+                return await maintenance.run_pass(conn, chosen, outputs_supported=present)
+
+        with translate_errors(self._session.dsn, "run_maintenance"):
+            report = await self._session.leader.once(partial(self._leading, chosen), borrowed)
+        return self._told(report)
+
+    async def lead_maintenance(self, settings: MaintenanceSettings) -> PassReport:
+        """The runtime's pass: this client keeps the leader's lock across passes once it wins
+        it, and tries for it only now and then while another leads (``storage.ops.leadership``)."""
+        return self._told(await self._session.leader.lead(partial(self._leading, settings)))
+
+    async def resign_maintenance(self) -> None:
+        """Give the leader's lock up, with the connection holding it (a no-op when this
+        client does not lead): the runtime does when it stops or fails."""
+        await self._session.leader.resign()
+
+    async def _leading(self, settings: MaintenanceSettings, conn: Conn) -> PassReport:
+        present = await self._session.probe.present(conn)
+        return await maintenance.run_pass_leading(conn, settings, outputs_supported=present)
+
+    def _told(self, report: PassReport) -> PassReport:
         # Each rescue committed in its own transaction: tell listeners now, in order.
         emit_rescued(self._session.events, report.rescues)
         return report

@@ -22,6 +22,7 @@ from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.db.pool import acquire
 from storage.db.schema_probe import OutputColumnsProbe
+from storage.ops.leadership import MaintenanceLeader
 from storage.values.events import EventBus
 
 P = ParamSpec("P")
@@ -38,6 +39,10 @@ class Session:
     events: EventBus = field(default_factory=EventBus)
     metrics: OutputMetrics = field(default_factory=OutputMetrics)
     job_metrics: JobMetrics = field(default_factory=JobMetrics)
+    leader: MaintenanceLeader = field(init=False)  # the maintenance lock, kept while leading
+
+    def __post_init__(self) -> None:
+        self.leader = MaintenanceLeader(self.pool)
 
     def connection(
         self, operation: str

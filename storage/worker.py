@@ -122,8 +122,11 @@ class Worker:
             if runtime is not None:
                 await runtime.stop(abandon=abandon, grace=grace)
             await self._host.batcher.drain()
-        finally:  # even when stopping failed or was cancelled: the listener's slot comes back
-            await self._host.notices.close()
+        finally:  # even when stopping failed or was cancelled: the listener's slot comes back,
+            try:  # and the maintenance leader's (its lock with it), if the runtime kept it
+                await self._host.resign_maintenance()
+            finally:
+                await self._host.notices.close()
 
     async def run_until_idle(self, /, queues: Sequence[str] | None = None, **options: Any) -> None:
         """Run workers until no available or running job is left in the queues (tests, demos).

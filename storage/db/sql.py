@@ -22,7 +22,8 @@ Advisory-lock keys. PostgreSQL keeps its two advisory key spaces apart (one ``bi
   held for. Migrations: ``MIGRATIONS_LOCK_CLASS`` (0x617761, ASCII "awa") with object 1, one
   runner per database, transaction-scoped. Maintenance leader: ``MAINTENANCE_LEADER_LOCK_CLASS``
   (0x617261, ASCII "ara") with object ``hashtext(current_schema())``, one leader per
-  queue-storage schema, held by a session for one pass. The leader's class differs from "awa"
+  queue-storage schema, held by a session for one pass (``Client.run_maintenance``) or, by a
+  runtime, across its passes (``storage.ops.leadership``). The leader's class differs from "awa"
   by a letter; it stays as it is, since a leader of an earlier release still running during an
   upgrade takes this key. The object is a hash, so it does not grow with the schema name
   (``storage.values.names`` and migration v003's header say so; no migration takes a lock itself).

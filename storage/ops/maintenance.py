@@ -1,11 +1,12 @@
 """Maintenance: promotion, rescue, callback timeouts, ring rotation and prune.
 
-One leader at a time (a session advisory lock per pass). Rescue closes the old attempt before
-the job becomes runnable again, so a late completion from a presumed-dead worker is stale; it
-writes an error entry without an output, which leaves an earlier kept output in place. The pass
-reports every rescue it committed (``PassReport.rescues``) so the client can emit ``rescued``
-events after the fact. Dead-lettered jobs older than ``dlq_retention`` are purged, and audit
-entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``).
+One leader at a time: the session holding an advisory lock, taken for one pass (``run_pass``)
+or kept across passes by a runtime (``storage.ops.leadership``). Rescue closes the old attempt
+before the job becomes runnable again, so a late completion from a presumed-dead worker is
+stale; it writes an error entry without an output, which leaves an earlier kept output in
+place. The pass reports every rescue it committed (``PassReport.rescues``) so the client can
+emit ``rescued`` events after the fact. Dead-lettered jobs older than ``dlq_retention`` are
+purged, and audit entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``).
 
 Rings: hot tables are LIST-partitioned into slots. Rotation moves writers to the next slot
 (skipped while the current slot is idle); prune empties the oldest sealed slot with TRUNCATE,
@@ -245,38 +246,50 @@ async def run_pass(
     outputs_supported: bool,
     now: datetime | None = None,
 ) -> PassReport:
-    """One maintenance pass, if this connection wins leadership for it. Periodic ticks are
-    judged at the database's clock, or at ``now`` when given (tests)."""
+    """One maintenance pass, if this connection wins leadership for it (and gives it back
+    after). Periodic ticks are judged at the database's clock, or at ``now`` when given (tests)."""
     if not await conn.fetchval(TRY_LOCK_MAINTENANCE_LEADER):
         return PassReport(leader=False)
     try:
-        report = PassReport()
-        report.promoted = await enqueue.promote_due(conn, limit=settings.batch)
-        report.periodic = len(await periodic.run_due(conn, now))
-        rescued = await rescue_expired(conn, settings)
-        timed_out = await rescue_callback_timeouts(conn, settings)
-        report.rescued, report.timed_out = len(rescued), len(timed_out)
-        report.rescues = rescued + timed_out
-        await conn.execute(ORPHAN_STATE)
-        report.dlq_purged = await purge_old_dlq(conn, settings)
-        report.audit_pruned = await audit.prune(conn, settings.audit_retention, settings.batch)
-        await advance_horizon(conn)
-        rotated, pruned = [], []
-        for ring, interval in (
-            ("queue", settings.queue_rotate_interval),
-            ("claim", settings.claim_rotate_interval),
-        ):
-            outcome = await rotate(conn, ring, interval, settings, outputs_supported)
-            if outcome.pruned:
-                pruned.append(ring)
-            if outcome.rotated:
-                rotated.append(ring)
-        report.rotated, report.pruned = tuple(rotated), tuple(pruned)
-        return report
+        return await run_pass_leading(conn, settings, outputs_supported=outputs_supported, now=now)
     finally:
         # A lost connection already released its session lock; only a live one unlocks.
         with contextlib.suppress(asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError):
             await conn.fetchval(UNLOCK_MAINTENANCE_LEADER)
+
+
+async def run_pass_leading(
+    conn: Conn,
+    settings: MaintenanceSettings,
+    *,
+    outputs_supported: bool,
+    now: datetime | None = None,
+) -> PassReport:
+    """One maintenance pass on ``conn``, whose session holds the leader's lock already
+    (``run_pass``, or kept across passes: ``storage.ops.leadership``)."""
+    report = PassReport()
+    report.promoted = await enqueue.promote_due(conn, limit=settings.batch)
+    report.periodic = len(await periodic.run_due(conn, now))
+    rescued = await rescue_expired(conn, settings)
+    timed_out = await rescue_callback_timeouts(conn, settings)
+    report.rescued, report.timed_out = len(rescued), len(timed_out)
+    report.rescues = rescued + timed_out
+    await conn.execute(ORPHAN_STATE)
+    report.dlq_purged = await purge_old_dlq(conn, settings)
+    report.audit_pruned = await audit.prune(conn, settings.audit_retention, settings.batch)
+    await advance_horizon(conn)
+    rotated, pruned = [], []
+    for ring, interval in (
+        ("queue", settings.queue_rotate_interval),
+        ("claim", settings.claim_rotate_interval),
+    ):
+        outcome = await rotate(conn, ring, interval, settings, outputs_supported)
+        if outcome.pruned:
+            pruned.append(ring)
+        if outcome.rotated:
+            rotated.append(ring)
+    report.rotated, report.pruned = tuple(rotated), tuple(pruned)
+    return report
 
 
 async def advance_horizon(conn: Conn) -> None:

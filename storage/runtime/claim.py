@@ -27,7 +27,28 @@ from storage.db.pool import Conn
 # the queue array's length never beat a plan made with the values) and CLAIM_BATCH for its
 # first five. Transaction-local, as the flush's (``LOCK_CLAIM_BATCHES_FOR_FLUSH``); it has to
 # be set before LOCK_LANE is planned, so it cannot ride in LOCK_LANE as the flush's does.
-BEGIN_GENERIC = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"
+#
+# The claim also commits without waiting for its WAL to reach the disk (synchronous_commit
+# off, for this transaction only): the dispatcher waits for the claim's commit before it
+# starts the handlers, and the flush was most of it (a claim of 1 job took 3.2 ms with it and
+# 1.5 ms without, 512 jobs 16.2 and 13.4 ms; docs/benchmark-history.md). What a crash can do
+# then, and why every promise holds:
+# - A crash up to ~3 x wal_writer_delay after the commit may lose the claim: the lane's
+#   claim_seq, the claim_batches row and the claim id go back to where they were, so after the
+#   restart the jobs are claimed again, with the same run leases. Their handlers may have run
+#   meanwhile: that is at-least-once, as after a rescue (a job may run twice, never zero times).
+# - No durable write can depend on a lost claim. WAL is flushed in order, and every other write
+#   commits synchronously (completion flushes, failures, heartbeats, rescue, operators), which
+#   flushes the WAL up to its own commit record, past the claim's: a completion, a heartbeat or
+#   a rescue that is durable proves its claim is.
+# - A completion retried after the restart is lease-guarded as always (its claim id, job id
+#   and run lease must be an open attempt of a committed claim batch): it is stale, or, if the
+#   same job was claimed again with the same lease and id, it completes the job with the
+#   attempt that did run, and the new attempt's completion is the stale one. A job is still
+#   completed once.
+BEGIN_GENERIC = (
+    "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL synchronous_commit = off"
+)
 
 # The wait for the lane, in its own statement: whoever held the lane before has committed when
 # this returns. A paused queue's lanes are passed over (``storage.read.queues``): one primary-key

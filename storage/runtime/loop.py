@@ -427,12 +427,19 @@ class Runtime:
         await self.host.sync_descriptors()
 
     async def _maintain_step(self) -> None:
-        """One maintenance pass (only the leader of each pass does the work), then a pause."""
+        """One maintenance pass (only the leader does the work: it keeps the lock across
+        passes, ``storage.ops.leadership``), then a pause."""
         assert self.maintenance_interval is not None
-        report = await self.host.run_maintenance(self.maintenance)
-        if report.promoted or report.periodic:
-            self._wake.set()
-        await asyncio.sleep(self.maintenance_interval)
+        try:
+            report = await self.host.lead_maintenance(self.maintenance)
+            if report.promoted or report.periodic:
+                self._wake.set()
+            await asyncio.sleep(self.maintenance_interval)
+        except asyncio.CancelledError:
+            # Stopped, or the runtime failed: the lock goes now, so another runtime leads the
+            # next pass (a failed runtime is kept until shutdown(), its lock must not be).
+            await self.host.resign_maintenance()
+            raise
 
     async def heartbeat_now(self) -> None:
         """Record liveness (and progress) for attempts running longer than one interval."""

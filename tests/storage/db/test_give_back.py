@@ -4,8 +4,9 @@ A connection whose release raises (asyncpg warns about a listener left on it: an
 this suite's ``-W error``), the listener's connection after its backend was killed, and one
 held by a cancelled task all free their pool slot: the next borrower gets a connection and
 ``Pool.close()`` returns. Before ``give_back``, each of these slots stayed taken for good and
-``Pool.close()`` waited for it forever (issue #23: the chaos test's hangs). Every watchdog
-here turns such a hang into a failure.
+``Pool.close()`` waited for it forever (issue #23: the chaos test's hangs). The maintenance
+leader's held connection comes back too: at resign, after a failed pass, and after a lost try.
+Every watchdog here turns such a hang into a failure.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import asyncpg
 import pytest
 
 from storage.db.pool import connect_once, connection_of, create_pool, pooled
+from storage.db.sql import TRY_LOCK_MAINTENANCE_LEADER
+from storage.ops.leadership import MaintenanceLeader
+from storage.ops.maintenance import PassReport
 from storage.runtime.notices import NoticeListener
 
 WATCHDOG = 20.0
@@ -125,10 +129,50 @@ def test_the_engine_borrows_pooled_connections_only_through_pooled_or_give_back(
         for path in STORAGE.rglob("*.py")
         if re.search(r"\.acquire\(", path.read_text())
     }
-    assert acquiring == {"db/pool.py", "runtime/notices.py"}
-    notices = (STORAGE / "runtime" / "notices.py").read_text()
-    assert "await give_back(self._pool, conn)" in notices
-    assert ".release(" not in notices
+    assert acquiring == {"db/pool.py", "runtime/notices.py", "ops/leadership.py"}
+    for holder in ("runtime/notices.py", "ops/leadership.py"):
+        text = (STORAGE / holder).read_text()
+        assert "await give_back(self._pool, " in text
+        assert ".release(" not in text
+
+
+async def _a_pass(_conn: object) -> PassReport:
+    return PassReport()
+
+
+async def _a_failing_pass(_conn: object) -> PassReport:
+    raise RuntimeError("the pass failed")
+
+
+async def test_the_maintenance_leader_gives_its_held_connection_back(
+    one_slot: asyncpg.Pool,
+) -> None:
+    leader = MaintenanceLeader(one_slot)
+    assert (await leader.lead(_a_pass)).leader is True
+    assert leader.leading  # kept across passes: the one slot is the leader's
+    await leader.resign()
+    assert not leader.leading
+    await _slot_is_free(one_slot)
+
+
+async def test_a_failed_pass_gives_the_leaders_connection_back(one_slot: asyncpg.Pool) -> None:
+    leader = MaintenanceLeader(one_slot)
+    with pytest.raises(RuntimeError):
+        await leader.lead(_a_failing_pass)
+    assert not leader.leading
+    await _slot_is_free(one_slot)
+
+
+async def test_a_follower_that_loses_the_lock_gives_the_connection_back(
+    one_slot: asyncpg.Pool, migrated_dsn: str, schema: str
+) -> None:
+    async with connect_once(migrated_dsn) as holder:
+        await holder.execute(f"SET search_path TO {schema}")
+        assert await holder.fetchval(TRY_LOCK_MAINTENANCE_LEADER)
+        leader = MaintenanceLeader(one_slot)
+        assert (await leader.lead(_a_pass)).leader is False
+        assert not leader.leading
+    await _slot_is_free(one_slot)
 
 
 async def test_a_task_cancelled_while_its_release_resets_leaves_no_failed_task(

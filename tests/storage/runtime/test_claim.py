@@ -1,7 +1,8 @@
 """The claim: its plans, its failure, and its agreement with cancel, promotion and enqueue.
 
-The claim's two statements run generic plans, set for the claim's transaction only (the server
-planned LOCK_LANE afresh on every claim before).
+The claim's two statements run generic plans, and it commits without waiting for the WAL flush,
+both set for the claim's transaction only (the server planned LOCK_LANE afresh on every claim
+before).
 
 Cancel and claim agree: every change of a job's state is decided against the row as it is
 under the lock that serialises it, never against a snapshot taken before the lock wait.
@@ -226,10 +227,13 @@ def item_handler(client: Client) -> None:
 async def test_every_claim_runs_generic_plans_inside_its_transaction_only(
     client: Client, item_handler: None
 ) -> None:
+    """The claim's asynchronous commit is its own too: every later write on the connection
+    commits synchronously, which is what keeps a lost claim harmless (``claim.BEGIN_GENERIC``)."""
     await client.insert_many([Item(n=i) for i in range(2 * CLAIMS)])
     async with client.pool.acquire() as c:
         claimed = [job for _ in range(CLAIMS) for job in await claim_batch(c, ["default"], 2, 60)]
         assert await c.fetchval("SHOW plan_cache_mode") == "auto"
+        assert await c.fetchval("SHOW synchronous_commit") == "on"
         assert not c.is_in_transaction()
         plans = {
             row["statement"]: (row["generic_plans"], row["custom_plans"])
@@ -251,5 +255,6 @@ async def test_a_claim_that_fails_rolls_back_and_leaves_the_connection_usable(
             await claim_batch(c, ["default"], 1, float("inf"))
         assert not c.is_in_transaction()
         assert await c.fetchval("SHOW plan_cache_mode") == "auto"
+        assert await c.fetchval("SHOW synchronous_commit") == "on"
         (job,) = await claim_batch(c, ["default"], 1, 60)  # nothing was claimed
     assert job.args == {"n": 1}
