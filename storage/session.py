@@ -21,7 +21,7 @@ from asyncpg.pool import PoolConnectionProxy
 from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.db.pool import acquire
-from storage.db.schema_probe import OutputColumnsProbe
+from storage.db.schema_probe import OutputColumnsProbe, RuntimesProbe
 from storage.values.events import EventBus
 
 P = ParamSpec("P")
@@ -35,6 +35,7 @@ class Session:
     pool: asyncpg.Pool
     dsn: str | None
     probe: OutputColumnsProbe = field(default_factory=OutputColumnsProbe)
+    runtimes_probe: RuntimesProbe = field(default_factory=RuntimesProbe)
     events: EventBus = field(default_factory=EventBus)
     metrics: OutputMetrics = field(default_factory=OutputMetrics)
     job_metrics: JobMetrics = field(default_factory=JobMetrics)

@@ -5,7 +5,9 @@ the job becomes runnable again, so a late completion from a presumed-dead worker
 writes an error entry without an output, which leaves an earlier kept output in place. The pass
 reports every rescue it committed (``PassReport.rescues``) so the client can emit ``rescued``
 events after the fact. Dead-lettered jobs older than ``dlq_retention`` are purged, and audit
-entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``).
+entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``), and runtime
+registry rows no claim batch references once older than ``runtime_retention``
+(``storage.ops.runtimes.prune``, at most once per ``claim_rotate_interval``).
 
 Rings: hot tables are LIST-partitioned into slots. Rotation moves writers to the next slot
 (skipped while the current slot is idle); prune empties the oldest sealed slot with TRUNCATE,
@@ -32,7 +34,7 @@ from storage.db.sql import (
 )
 from storage.finalize.types import AttemptRecord, AttemptRef
 from storage.insert import enqueue, periodic, unique
-from storage.ops import audit
+from storage.ops import audit, runtimes
 from storage.ops.rescue import Rescued, end_attempt
 from storage.values.models import HEARTBEAT_STALE_SECONDS
 
@@ -221,6 +223,7 @@ class MaintenanceSettings:
     failed_retention: timedelta = timedelta(hours=72)
     dlq_retention: timedelta = timedelta(days=30)  # then dead-lettered jobs are purged
     audit_retention: timedelta = timedelta(days=90)  # then audit entries are deleted
+    runtime_retention: timedelta = timedelta(days=7)  # then unreferenced registry rows go
     batch: int = 1000
 
 
@@ -234,6 +237,7 @@ class PassReport:
     leader: bool = True
     dlq_purged: int = 0
     audit_pruned: int = 0
+    runtimes_pruned: int = 0
     periodic: int = 0  # ticks enqueued
     rescues: list[Rescued] = field(default_factory=list)  # committed, in order (for events)
 
@@ -243,10 +247,12 @@ async def run_pass(
     settings: MaintenanceSettings,
     *,
     outputs_supported: bool,
+    registry: bool = False,
     now: datetime | None = None,
 ) -> PassReport:
     """One maintenance pass, if this connection wins leadership for it. Periodic ticks are
-    judged at the database's clock, or at ``now`` when given (tests)."""
+    judged at the database's clock, or at ``now`` when given (tests). ``registry``: the schema
+    has the runtime registry (v010), whose old rows are pruned."""
     if not await conn.fetchval(TRY_LOCK_MAINTENANCE_LEADER):
         return PassReport(leader=False)
     try:
@@ -260,6 +266,10 @@ async def run_pass(
         await conn.execute(ORPHAN_STATE)
         report.dlq_purged = await purge_old_dlq(conn, settings)
         report.audit_pruned = await audit.prune(conn, settings.audit_retention, settings.batch)
+        if registry:
+            report.runtimes_pruned = await runtimes.prune(
+                conn, settings.runtime_retention, settings.claim_rotate_interval
+            )
         await advance_horizon(conn)
         rotated, pruned = [], []
         for ring, interval in (
