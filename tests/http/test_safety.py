@@ -24,6 +24,7 @@ ROUTES = [
     ("POST", "/api/callbacks/cb/heartbeat"),
     ("GET", "/api/jobs"),
     ("GET", "/api/jobs/1"),
+    ("GET", "/api/jobs/1/timeline"),
     ("POST", "/api/jobs/1/retry"),
     ("POST", "/api/jobs/1/cancel"),
     ("GET", "/api/kinds"),
