@@ -59,6 +59,14 @@ async def test_a_start_registers_once_and_its_claims_carry_the_id_on_both_paths(
         job = await client.get_job(job_id)
         assert job is not None
         assert path is None or job.storage_path == path
+    # The SQL of docs/runtime.md, on this test's schema.
+    claimed = await conn.fetch(
+        "SELECT cb.claimed_at, cb.runtime_id, rt.host, rt.pid FROM claim_batches cb"
+        " LEFT JOIN runtimes rt ON rt.id = cb.runtime_id WHERE cb.job_ids @> ARRAY[$1::bigint]"
+        " ORDER BY cb.claim_id",
+        done.id,
+    )
+    assert [(r["runtime_id"], r["pid"]) for r in claimed] == [(row["id"], os.getpid())]
     # A second start is a second runtime: its own row, its own id.
     again = await client.insert({}, kind="fine")
     await client.run_until_idle(maintenance_interval=None)
