@@ -304,7 +304,8 @@ class DemoWorkload:
             timezone="Europe/Paris",
             name="nightly-sales",
         )
-        await client.start(self.backlog.queue_limits(s.queue for s in client.tasks.values()))
+        queues = self.backlog.queue_limits(s.queue for s in client.tasks.values())
+        await client.start(queues, name="awa-tui --demo")  # the timeline's runtime names it
         feeder = feed(client, self.rng, self.backlog)
         client.feeder = asyncio.get_running_loop().create_task(feeder)
         if not self.read_only:

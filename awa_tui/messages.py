@@ -7,6 +7,7 @@ late result for a view the person already left is dropped rather than rendered.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from textual.message import Message
 
@@ -80,6 +81,7 @@ class FailureGroupsLoaded(Message):
 class TimelineLoaded(Message):
     job_id: int
     spans: list[AttemptSpan]
+    errors: list[dict[str, Any]] | None  # the job's error entries, from the spans' snapshot
 
 
 @dataclass

@@ -6,8 +6,15 @@ from datetime import datetime
 
 from rich.text import Text
 
-from awa_tui.timefmt import relative
-from storage import HEARTBEAT_STALE_SECONDS, JobKindDescriptor, JobRow, SortColumn, SortOrder
+from awa_tui.timefmt import absolute, relative
+from storage import (
+    HEARTBEAT_STALE_SECONDS,
+    JobKindDescriptor,
+    JobRow,
+    RuntimeInfo,
+    SortColumn,
+    SortOrder,
+)
 
 STATE_STYLES: dict[str, str] = {
     "available": "cyan",
@@ -117,3 +124,29 @@ def attempt_text(row: JobRow) -> str:
 
 def size_text(size: int) -> str:
     return f"{size:,} B"
+
+
+def runtime_label(runtime: RuntimeInfo | None, *, full: bool = False) -> str:
+    """The runtime that claimed an attempt: ``worker-a:4242, started 06:30`` (UTC); ``full``
+    adds its name, version and registry id. ``runtime 17 (no longer registered)`` once its
+    registry row was pruned; ``-`` when none was recorded (claimed before migration v010, by
+    an earlier release, or not claimed)."""
+    if runtime is None:
+        return "-"
+    if runtime.host is None or runtime.started_at is None:
+        return f"runtime {runtime.id} (no longer registered)"
+    label = f"{runtime.host}:{runtime.pid}, started {absolute(runtime.started_at)[11:16]}"
+    if not full:
+        return label
+    parts = [p for p in (runtime.name, runtime.version and f"awa-tui {runtime.version}") if p]
+    return f"{label} ({', '.join([*parts, f'runtime {runtime.id}'])})"
+
+
+def runtime_short(runtime: RuntimeInfo | None, width: int) -> str:
+    """``worker-a:4242`` in at most ``width`` characters: a long host is cut, never the pid."""
+    if runtime is None or runtime.host is None:
+        return "-" if runtime is None else f"#{runtime.id}"
+    pid = f":{runtime.pid}"
+    if len(runtime.host) + len(pid) <= width:
+        return runtime.host + pid
+    return runtime.host[: max(0, width - len(pid) - 1)] + "…" + pid

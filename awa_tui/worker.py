@@ -274,6 +274,7 @@ async def serve(settings: WorkerSettings) -> int:
             heartbeat_interval=min(10.0, settings.rescue_after / 3),
             maintenance=MaintenanceSettings(heartbeat_stale_seconds=settings.rescue_after),
             gc_freeze=settings.gc_freeze,
+            name=settings.target,
         )
         runtime_queues = _queues_text(settings.queues or settings.tasks.queues())
         say(

@@ -442,6 +442,7 @@ class Client:
     failure_groups = Delegated("operations", Operations.failure_groups)
     failure_group_jobs = Delegated("operations", Operations.failure_group_jobs)
     attempt_timeline = Delegated("operations", Operations.attempt_timeline)
+    job_timeline = Delegated("operations", Operations.job_timeline)
     list_audit = Delegated("operations", Operations.list_audit)
     # Callbacks (storage.callback_ops).
     register_callback = Delegated("callback_ops", CallbackOperations.register_callback)

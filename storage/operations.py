@@ -50,6 +50,7 @@ from storage.values.models import (
     JobKindDescriptor,
     JobPage,
     JobRow,
+    JobTimeline,
     KindSummary,
     QueueSummary,
     SchemaSummary,
@@ -290,9 +291,20 @@ class Operations:
             )
 
     async def attempt_timeline(self, job_id: int) -> list[AttemptSpan]:
-        """The job's attempts, oldest first: claimed, heartbeat, callback, ended (one snapshot)."""
-        async with self._session.connection("attempt_timeline") as conn, snapshot(conn):
-            return await timeline.attempt_timeline(conn, job_id)
+        """The job's attempts, oldest first: claimed (and by which runtime), heartbeat,
+        callback, ended (one snapshot)."""
+        return (await self.job_timeline(job_id, with_job=False)).spans
+
+    async def job_timeline(self, job_id: int, *, with_job: bool = True) -> JobTimeline:
+        """The job (as ``get_job`` reads it, without its output: None when there is none) and
+        its attempts, from one snapshot, so each failed attempt's error entry is in the row
+        (``error_positions`` matches them)."""
+        async with self._session.connection("job_timeline") as conn:
+            registry = await self._session.runtimes_probe.present(conn)
+            async with snapshot(conn):
+                row = await one_job.read_job(conn, job_id, outputs=False) if with_job else None
+                spans = await timeline.attempt_timeline(conn, job_id, registry=registry)
+        return JobTimeline(row=row, spans=spans)
 
     # -- admin --------------------------------------------------------------------------------
     # Each is audited (``storage.ops.audit``) in the write's own transaction, as ``actor``
@@ -503,8 +515,12 @@ class Operations:
 
         async def borrowed() -> PassReport:
             async with self._session.connection("run_maintenance") as conn:
-                present = await self._session.probe.present(conn)
-                return await maintenance.run_pass(conn, chosen, outputs_supported=present)
+                return await maintenance.run_pass(
+                    conn,
+                    chosen,
+                    outputs_supported=await self._session.probe.present(conn),
+                    registry=await self._session.runtimes_probe.present(conn),
+                )
 
         with translate_errors(self._session.dsn, "run_maintenance"):
             report = await self._session.leader.once(partial(self._leading, chosen), borrowed)
@@ -521,8 +537,12 @@ class Operations:
         await self._session.leader.resign()
 
     async def _leading(self, settings: MaintenanceSettings, conn: Conn) -> PassReport:
-        present = await self._session.probe.present(conn)
-        return await maintenance.run_pass_leading(conn, settings, outputs_supported=present)
+        return await maintenance.run_pass_leading(
+            conn,
+            settings,
+            outputs_supported=await self._session.probe.present(conn),
+            registry=await self._session.runtimes_probe.present(conn),
+        )
 
     def _told(self, report: PassReport) -> PassReport:
         # Each rescue committed in its own transaction: tell listeners now, in order.

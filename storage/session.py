@@ -21,7 +21,7 @@ from asyncpg.pool import PoolConnectionProxy
 from storage.db.job_metrics import JobMetrics
 from storage.db.metrics import OutputMetrics
 from storage.db.pool import acquire
-from storage.db.schema_probe import OutputColumnsProbe
+from storage.db.schema_probe import OutputColumnsProbe, RuntimesProbe
 from storage.ops.leadership import MaintenanceLeader
 from storage.values.events import EventBus
 
@@ -36,6 +36,7 @@ class Session:
     pool: asyncpg.Pool
     dsn: str | None
     probe: OutputColumnsProbe = field(default_factory=OutputColumnsProbe)
+    runtimes_probe: RuntimesProbe = field(default_factory=RuntimesProbe)
     events: EventBus = field(default_factory=EventBus)
     metrics: OutputMetrics = field(default_factory=OutputMetrics)
     job_metrics: JobMetrics = field(default_factory=JobMetrics)

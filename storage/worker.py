@@ -12,6 +12,7 @@ from typing import Any
 
 from storage.db.pool import translate_errors
 from storage.finalize.types import AttemptKey, AttemptRef
+from storage.ops import runtimes
 from storage.ops.maintenance import MaintenanceSettings
 from storage.runtime import heap
 from storage.runtime.host import WorkerHost
@@ -48,6 +49,7 @@ class Worker:
         maintenance_interval: float | None = 1.0,
         give_up_after: float | None = None,
         gc_freeze: bool = True,
+        name: str | None = None,
     ) -> None:
         """Start running jobs from ``queues`` (default: the registered tasks' queues); a mapping
         such as ``{"mail": 8}`` also caps how many of each queue's handlers run at once here.
@@ -62,6 +64,8 @@ class Worker:
         the fallback for a notice lost with the listener (docs/runtime.md, Wake-up).
         ``gc_freeze``: the first start in a process freezes the heap it finds
         (``storage.runtime.heap``, docs/runtime.md); ``False`` leaves the garbage collector alone.
+        ``name``: how the runtime registry (``storage.ops.runtimes``) names this runtime beside
+        its host, process id and start time (``awa-tui worker`` gives its ``module:tasks``).
         """
         if self.runtime is not None:
             if (reason := self.runtime.failed) is not None:
@@ -97,6 +101,9 @@ class Worker:
             await self._host.store_schedules()
             step = "listen for cancellations"
             await self.ensure_listener()
+            step = "register in the runtime registry"
+            async with self._session.connection("start") as conn:
+                runtime.runtime_id = await runtimes.register(conn, name)
         except BaseException as exc:
             if not listening:
                 await notices.close()

@@ -17,6 +17,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from starlette.responses import Response
 
 from awa_tui.http.paging import encode_cursor
+from awa_tui.present import runtime_label
 from storage import (
     MAX_OUTPUT_BYTES,
     Client,
@@ -26,9 +27,12 @@ from storage import (
     JobPage,
     JobRow,
     JobState,
+    JobTimeline,
     KindSummary,
+    RuntimeInfo,
     SortOrder,
     StateCounts,
+    error_positions,
     json_diff,
 )
 
@@ -191,6 +195,55 @@ class CompareOut(BaseModel):
         description="From the kept output to the completed one; null unless both exist."
     )
     reason: str | None = Field(description="Why there is nothing to compare, when there is not.")
+
+
+class AttemptOut(BaseModel):
+    """One readiness of the job and the attempt claimed from it (``Client.job_timeline``)."""
+
+    run_lease: int
+    attempt: int | None = Field(description="Null until claimed; restarts after a DLQ retry.")
+    ready_at: datetime
+    claimed_at: datetime | None
+    deadline_at: datetime | None
+    heartbeat_at: datetime | None = Field(description="While the attempt runs only.")
+    progress: Any
+    callback_id: str | None
+    callback_timeout_at: datetime | None
+    waiting: bool
+    ended_at: datetime | None
+    outcome: str | None = Field(
+        description="How it ended as stored: completed, retried, error, rescued, snoozed, ..."
+    )
+    runtime: RuntimeInfo | None = Field(
+        description="The runtime that claimed it (its registry row: host, pid, started_at, "
+        "name, version; only id once the row is pruned). Null: not claimed, or claimed "
+        "before migration v010 or by an earlier release."
+    )
+    runtime_label: str | None = Field(
+        description='The runtime as the console shows it: "host:pid, started HH:MM" (UTC).'
+    )
+    error: str | None = Field(description="The error entry this attempt wrote, if any.")
+    error_position: int | None = Field(
+        description="Its index in the job's errors (matched by position, not attempt number)."
+    )
+
+
+class TimelineOut(BaseModel):
+    job_id: int
+    attempts: list[AttemptOut] = Field(description="Oldest first, read in one snapshot.")
+
+
+def timeline_json(job_id: int, read: JobTimeline) -> dict[str, Any]:
+    """``TimelineOut``: each span with its runtime and, by position, its error entry."""
+    errors = read.row.errors if read.row is not None else []
+    attempts = []
+    for span, at in zip(read.spans, error_positions(read.spans, errors), strict=True):
+        data = span.model_dump(mode="json")
+        data["runtime_label"] = None if span.runtime is None else runtime_label(span.runtime)
+        data["error"] = None if at is None else errors[at].get("error")
+        data["error_position"] = at
+        attempts.append(data)
+    return {"job_id": job_id, "attempts": attempts}
 
 
 class JobListOut(BaseModel):

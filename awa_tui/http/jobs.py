@@ -24,12 +24,14 @@ from awa_tui.http.bodies import (
     JobListOut,
     JobOut,
     RetryJobBody,
+    TimelineOut,
     client_of,
     compare_json,
     job_answer,
     job_json,
     json_response,
     page_json,
+    timeline_json,
 )
 from awa_tui.http.errors import ApiError
 from awa_tui.http.paging import TIME_RANGE, decode_cursor
@@ -43,6 +45,7 @@ STATES = ", ".join([*JobState, "dlq"])
 TABS = ", ".join(TAB_NAMES)
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+GONE = "Job {job_id} does not exist (it may have been deleted or pruned)."
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "No job has this id."}
 }
@@ -166,7 +169,7 @@ async def get_job(
     account = await client.explain_job(job_id) if compare == "kept" else None
     row = account.row if account is not None else await client.get_job(job_id)
     if row is None:
-        raise JobNotFound(f"Job {job_id} does not exist (it may have been deleted or pruned).")
+        raise JobNotFound(GONE.format(job_id=job_id))
     body = job_json(row, detail=True)
     if account is not None:
         body["compare"] = compare_json(account)
@@ -195,6 +198,19 @@ async def enqueue_job(body: EnqueueBody, request: Request) -> Response:
         reason=body.reason,
     )
     return json_response(job_json(row, detail=True), 201, {"Location": f"/api/jobs/{row.id}"})
+
+
+@router.get(
+    "/{job_id}/timeline",
+    response_model=TimelineOut,
+    responses=NOT_FOUND,
+    summary="A job's attempts, oldest first, with the runtime that claimed each",
+)
+async def job_timeline(job_id: JobId, request: Request) -> Response:
+    read = await client_of(request).job_timeline(job_id)
+    if read.row is None:
+        raise JobNotFound(GONE.format(job_id=job_id))
+    return json_response(timeline_json(job_id, read))
 
 
 ACTION: dict[int | str, dict[str, Any]] = {

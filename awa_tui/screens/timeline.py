@@ -2,16 +2,17 @@
 
 One row per readiness of the job, oldest first: when it became ready, when it was claimed, its
 last heartbeat and progress and its callback while it runs, and how and when it ended, with the
-time it took; the error each failed attempt recorded is matched by position
-(``storage.error_positions``: attempt numbers restart after a DLQ retry). Everything
-comes from what storage keeps (``Client.attempt_timeline``), so an attempt older than the
-rings' retention shows with no claim, and a finished attempt has no heartbeat left.
+time it took, and the runtime that claimed it (host:pid and when it started); the error each
+failed attempt recorded is matched by position (``storage.error_positions``: attempt numbers
+restart after a DLQ retry), read in the same snapshot as the attempts. Everything comes from
+what storage keeps (``Client.job_timeline``), so an attempt older than the rings' retention
+shows with no claim, and a finished attempt has no heartbeat left.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import orjson
 from rich.text import Text
@@ -21,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
 
 from awa_tui.messages import TimelineLoaded
-from awa_tui.present import one_line, plural
+from awa_tui.present import one_line, plural, runtime_label, runtime_short
 from awa_tui.screens.base import AwaScreen
 from awa_tui.timefmt import absolute, relative
 from awa_tui.widgets.app_header import AppHeader
@@ -46,6 +47,11 @@ OUTCOMES = {
 }
 """How each stored closure outcome reads: what happened to the attempt, in the words of the
 docs (completed, failed, rescued, cancelled), not the storage's outcome codes."""
+
+
+RUNTIME_WIDTH = 14
+"""The runtime column: host:pid (a long host cut); the note below names it in full."""
+ERROR_WIDTH = 21  # the table fits 120 columns; the note below has the whole error
 
 
 def took(span: timedelta | None) -> str:
@@ -78,6 +84,7 @@ class TimelineScreen(AwaScreen):
         super().__init__()
         self.row = row
         self.spans: list[AttemptSpan] = []
+        self.errors: list[dict[str, Any]] = list(row.errors)
 
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
@@ -96,9 +103,10 @@ class TimelineScreen(AwaScreen):
             ("claimed", "claimed", 8),
             ("ended", "ended", 8),
             ("took", "took", 6),
+            ("runtime", "claimed by", RUNTIME_WIDTH),
             ("outcome", "outcome", 21),
-            ("live", "while running", 20),
-            ("error", "error", 30),
+            ("live", "while running", 13),
+            ("error", "error", ERROR_WIDTH),
         ):
             table.add_column(label, key=key, width=width)
         table.focus()
@@ -107,12 +115,16 @@ class TimelineScreen(AwaScreen):
     @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load(self) -> None:
         client = await self.awa.client()
-        self.post_message(TimelineLoaded(self.row.id, await client.attempt_timeline(self.row.id)))
+        read = await client.job_timeline(self.row.id)
+        errors = None if read.row is None else read.row.errors
+        self.post_message(TimelineLoaded(self.row.id, read.spans, errors))
 
     def on_timeline_loaded(self, message: TimelineLoaded) -> None:
         if message.job_id != self.row.id:
             return
         self.spans = message.spans
+        if message.errors is not None:  # None: the job is gone; its last known errors stay
+            self.errors = message.errors
         now = self.awa.now()
         errors = self._errors()
         table = self.query_one(DataTable)
@@ -128,9 +140,10 @@ class TimelineScreen(AwaScreen):
                 _when(span.claimed_at),
                 _when(span.ended_at),
                 took(span.duration),
+                runtime_short(span.runtime, RUNTIME_WIDTH),
                 Text(outcome, style=style),
                 _live(span, now),
-                Text(one_line(errors[index], 30), style="red"),
+                Text(one_line(errors[index], ERROR_WIDTH), style="red"),
                 key=str(span.run_lease),
             )
         self.show_current()
@@ -146,6 +159,9 @@ class TimelineScreen(AwaScreen):
             style="dim",
         )
         row = self.query_one(DataTable).cursor_row
+        if 0 <= row < shown and (runtime := self.spans[row].runtime) is not None:
+            note.append("\nClaimed by ", style="bold")
+            note.append(runtime_label(runtime, full=True))
         if 0 <= row < shown and (error := self._errors()[row]) is not None:
             note.append(f"\nAttempt {self.spans[row].attempt}: ", style="bold")
             note.append(error, style="red")
@@ -153,7 +169,7 @@ class TimelineScreen(AwaScreen):
 
     def _errors(self) -> list[str | None]:
         """Each span's error text, matched by position (``storage.error_positions``)."""
-        errors = self.row.errors
+        errors = self.errors
         return [
             None if at is None else str(errors[at].get("error", ""))
             for at in error_positions(self.spans, errors)

@@ -6,7 +6,9 @@ before the job becomes runnable again, so a late completion from a presumed-dead
 stale; it writes an error entry without an output, which leaves an earlier kept output in
 place. The pass reports every rescue it committed (``PassReport.rescues``) so the client can
 emit ``rescued`` events after the fact. Dead-lettered jobs older than ``dlq_retention`` are
-purged, and audit entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``).
+purged, audit entries older than ``audit_retention`` deleted (``storage.ops.audit.prune``),
+and runtime registry rows no claim batch references once older than ``runtime_retention``
+(``storage.ops.runtimes.prune``, at most once per ``claim_rotate_interval``).
 
 Rings: hot tables are LIST-partitioned into slots. Rotation moves writers to the next slot
 (skipped while the current slot is idle); prune empties the oldest sealed slot with TRUNCATE,
@@ -33,7 +35,7 @@ from storage.db.sql import (
 )
 from storage.finalize.types import AttemptRecord, AttemptRef
 from storage.insert import enqueue, periodic, unique
-from storage.ops import audit
+from storage.ops import audit, runtimes
 from storage.ops.rescue import Rescued, end_attempt
 from storage.values.models import HEARTBEAT_STALE_SECONDS
 
@@ -222,6 +224,7 @@ class MaintenanceSettings:
     failed_retention: timedelta = timedelta(hours=72)
     dlq_retention: timedelta = timedelta(days=30)  # then dead-lettered jobs are purged
     audit_retention: timedelta = timedelta(days=90)  # then audit entries are deleted
+    runtime_retention: timedelta = timedelta(days=7)  # then unreferenced registry rows go
     batch: int = 1000
 
 
@@ -235,6 +238,7 @@ class PassReport:
     leader: bool = True
     dlq_purged: int = 0
     audit_pruned: int = 0
+    runtimes_pruned: int = 0
     periodic: int = 0  # ticks enqueued
     rescues: list[Rescued] = field(default_factory=list)  # committed, in order (for events)
 
@@ -244,14 +248,18 @@ async def run_pass(
     settings: MaintenanceSettings,
     *,
     outputs_supported: bool,
+    registry: bool = False,
     now: datetime | None = None,
 ) -> PassReport:
     """One maintenance pass, if this connection wins leadership for it (and gives it back
-    after). Periodic ticks are judged at the database's clock, or at ``now`` when given (tests)."""
+    after). Periodic ticks are judged at the database's clock, or at ``now`` when given (tests).
+    ``registry``: the schema has the runtime registry (v010), whose old rows are pruned."""
     if not await conn.fetchval(TRY_LOCK_MAINTENANCE_LEADER):
         return PassReport(leader=False)
     try:
-        return await run_pass_leading(conn, settings, outputs_supported=outputs_supported, now=now)
+        return await run_pass_leading(
+            conn, settings, outputs_supported=outputs_supported, registry=registry, now=now
+        )
     finally:
         # A lost connection already released its session lock; only a live one unlocks.
         with contextlib.suppress(asyncpg.InterfaceError, asyncpg.ConnectionDoesNotExistError):
@@ -263,6 +271,7 @@ async def run_pass_leading(
     settings: MaintenanceSettings,
     *,
     outputs_supported: bool,
+    registry: bool = False,
     now: datetime | None = None,
 ) -> PassReport:
     """One maintenance pass on ``conn``, whose session holds the leader's lock already
@@ -277,6 +286,10 @@ async def run_pass_leading(
     await conn.execute(ORPHAN_STATE)
     report.dlq_purged = await purge_old_dlq(conn, settings)
     report.audit_pruned = await audit.prune(conn, settings.audit_retention, settings.batch)
+    if registry:
+        report.runtimes_pruned = await runtimes.prune(
+            conn, settings.runtime_retention, settings.claim_rotate_interval
+        )
     await advance_horizon(conn)
     rotated, pruned = [], []
     for ring, interval in (

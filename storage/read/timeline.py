@@ -6,7 +6,9 @@ found in the claim batch whose lane range holds the row's lane sequence (index-b
 callback_timeout, completed_external, ...), its compact completion batch, or its done row.
 A running attempt's last heartbeat, progress and callback are in ``attempt_state``. Only the
 latest heartbeat is kept, and history older than the rings' retention is gone (its claim
-batches pruned): such an attempt shows as ready with no claim.
+batches pruned): such an attempt shows as ready with no claim. The runtime that claimed an
+attempt is its claim batch's ``runtime_id`` in the registry (``runtimes``, migration v010;
+``TIMELINE_SQL[False]`` reads a schema before it).
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import asyncpg
+
 from storage.db.pool import Conn
-from storage.values.models import AttemptSpan
+from storage.db.sql import with_or_without
+from storage.values.models import AttemptSpan, RuntimeInfo
 
 TIMELINE = """
 SELECT r.run_lease, r.run_at AS ready_at, cb.claimed_at, cb.deadline_at,
@@ -23,10 +28,10 @@ SELECT r.run_lease, r.run_at AS ready_at, cb.claimed_at, cb.deadline_at,
        c.outcome AS closure, c.closed_at, b.finalized_at AS compact_at,
        d.state AS done_state, d.finalized_at AS done_at,
        s.state AS attempt_state, s.heartbeat_at, s.progress, s.callback_id,
-       s.callback_timeout_at
+       s.callback_timeout_at, %(runtime)s
   FROM ready_entries r
   LEFT JOIN LATERAL (
-        SELECT cb.claim_id, cb.claimed_at, cb.deadline_at, cb.job_ids, cb.attempts
+        SELECT cb.claim_id, cb.claimed_at, cb.deadline_at, cb.job_ids, cb.attempts %(runtime_id)s
           FROM claim_batches cb
          WHERE cb.queue = r.queue AND cb.priority = r.priority
            AND cb.lane_hi >= r.lane_seq AND cb.lane_lo <= r.lane_seq
@@ -42,15 +47,28 @@ SELECT r.run_lease, r.run_at AS ready_at, cb.claimed_at, cb.deadline_at,
         SELECT d.state, d.finalized_at FROM done_entries d
          WHERE d.job_id = r.job_id AND d.run_lease = r.run_lease LIMIT 1) d ON true
   LEFT JOIN attempt_state s ON s.job_id = r.job_id AND s.run_lease = r.run_lease
+  %(registry)s
  WHERE r.job_id = $1
  ORDER BY r.run_lease
 """
+TIMELINE_SQL = with_or_without(
+    TIMELINE,
+    runtime=(
+        "cb.runtime_id, rt.host AS runtime_host, rt.pid AS runtime_pid, "
+        "rt.started_at AS runtime_started_at, rt.name AS runtime_name, "
+        "rt.version AS runtime_version",
+        "NULL::bigint AS runtime_id",
+    ),
+    runtime_id=(", cb.runtime_id", ""),
+    registry=("LEFT JOIN runtimes rt ON rt.id = cb.runtime_id", ""),
+)
 
 
-async def attempt_timeline(conn: Conn, job_id: int) -> list[AttemptSpan]:
-    """Every readiness of the job, oldest first, with its attempt if one was claimed."""
+async def attempt_timeline(conn: Conn, job_id: int, *, registry: bool) -> list[AttemptSpan]:
+    """Every readiness of the job, oldest first, with its attempt if one was claimed and the
+    runtime that claimed it (``registry``: the schema has the runtime registry, v010)."""
     spans = []
-    for r in await conn.fetch(TIMELINE, job_id):
+    for r in await conn.fetch(TIMELINE_SQL[registry], job_id):
         outcome = r["closure"] or ("completed" if r["compact_at"] else r["done_state"])
         spans.append(
             AttemptSpan(
@@ -66,9 +84,24 @@ async def attempt_timeline(conn: Conn, job_id: int) -> list[AttemptSpan]:
                 waiting=r["attempt_state"] == "waiting_external",
                 ended_at=r["closed_at"] or r["compact_at"] or r["done_at"],
                 outcome=outcome,
+                runtime=runtime_of(r),
             )
         )
     return spans
+
+
+def runtime_of(row: asyncpg.Record) -> RuntimeInfo | None:
+    """The claiming runtime from a row's ``runtime_*`` columns (None: no id recorded)."""
+    if row["runtime_id"] is None:
+        return None
+    return RuntimeInfo(
+        id=row["runtime_id"],
+        host=row["runtime_host"],
+        pid=row["runtime_pid"],
+        started_at=row["runtime_started_at"],
+        name=row["runtime_name"],
+        version=row["runtime_version"],
+    )
 
 
 def error_positions(

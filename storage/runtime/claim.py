@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from storage.db.pool import Conn
+from storage.db.sql import with_or_without
 
 # The claim's transaction, begun with a generic plan for its statements in the one round trip
 # BEGIN takes anyway. Under the default plan_cache_mode the server planned LOCK_LANE afresh on
@@ -66,7 +67,9 @@ SELECT queue, priority, now() AS claimed_at FROM queue_lanes l
    FOR UPDATE
 """
 
-# Run with the lane ($1, $2) locked by LOCK_LANE in the same transaction.
+# Run with the lane ($1, $2) locked by LOCK_LANE in the same transaction. The batch row records
+# the claiming runtime's id ($5, ``storage.ops.runtimes``) where the schema has the column
+# (v010) and the runtime registered: a parameter of this statement, no round trip of its own.
 CLAIM_BATCH = """
 WITH lane AS (
     SELECT queue, priority, claim_seq FROM queue_lanes
@@ -95,12 +98,13 @@ WITH lane AS (
     RETURNING 1
 ), batch AS (
     INSERT INTO claim_batches (slot, claim_id, queue, priority, lane_lo, lane_hi, job_ids,
-                               run_leases, lane_seqs, attempts, claimed_at, deadline_at)
+                               run_leases, lane_seqs, attempts, claimed_at,
+                               deadline_at%(runtime_column)s)
     SELECT (SELECT current_slot FROM ring_state WHERE ring = 'claim'), nextval('claim_id_seq'),
            lane.queue, lane.priority, lane.claim_seq, (SELECT max(lane_seq) FROM scanned),
            array_agg(s.job_id ORDER BY s.lane_seq), array_agg(s.run_lease ORDER BY s.lane_seq),
            array_agg(s.lane_seq ORDER BY s.lane_seq), array_agg(s.attempt + 1 ORDER BY s.lane_seq),
-           now(), now() + make_interval(secs => $4)
+           now(), now() + make_interval(secs => $4)%(runtime_value)s
       FROM scanned s, lane
      GROUP BY lane.queue, lane.priority, lane.claim_seq
     RETURNING claim_id
@@ -111,6 +115,11 @@ SELECT s.job_id, s.kind, s.args, s.attempt + 1 AS attempt, s.run_lease, s.max_at
   FROM scanned s, batch b
  ORDER BY s.lane_seq
 """
+
+_CLAIMS = with_or_without(
+    CLAIM_BATCH, runtime_column=(", runtime_id", ""), runtime_value=(", $5::bigint", "")
+)
+CLAIM_WITH_RUNTIME, CLAIM_WITHOUT_RUNTIME = _CLAIMS[True], _CLAIMS[False]
 
 # The ready row's times, for the rare reader that needs them (a completion spec's row): the
 # claim leaves them out, since asyncpg builds every timestamp in Python (~6k instructions).
@@ -148,9 +157,11 @@ async def claim_batch(
     limit: int,
     deadline_seconds: float,
     queue_room: Mapping[str, int] | None = None,
+    runtime_id: int | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work, and no
-    more than ``queue_room`` allows for that lane's queue."""
+    more than ``queue_room`` allows for that lane's queue; the batch records ``runtime_id``
+    (None: a runtime without a registry row, on a schema before v010)."""
     async with _generic_transaction(conn):
         lane = await conn.fetchrow(LOCK_LANE, queues)
         if lane is None:
@@ -158,7 +169,12 @@ async def claim_batch(
         queue, priority, claimed_at = lane
         if queue_room is not None:
             limit = min(limit, queue_room.get(queue, limit))
-        rows = await conn.fetch(CLAIM_BATCH, queue, priority, limit, deadline_seconds)
+        if runtime_id is None:  # a schema before v010, or a claim outside a runtime
+            rows = await conn.fetch(CLAIM_WITHOUT_RUNTIME, queue, priority, limit, deadline_seconds)
+        else:
+            rows = await conn.fetch(
+                CLAIM_WITH_RUNTIME, queue, priority, limit, deadline_seconds, runtime_id
+            )
     # The columns come in ClaimedJob's field order, the batch's values last.
     new = tuple.__new__
     return [new(ClaimedJob, (*r, queue, priority, claimed_at)) for r in rows]

@@ -155,8 +155,10 @@ class Runtime:
         maintenance: MaintenanceSettings,
         maintenance_interval: float | None,
         give_up_after: float | None = None,
+        runtime_id: int | None = None,
     ) -> None:
         self.host = host
+        self.runtime_id = runtime_id  # its registry row (storage.ops.runtimes), in every claim
         self.queues = list(queues)
         # Per-queue caps on running handlers (``start(queues={"mail": 8})``); the total stays
         # capped by the sizing's ceiling.
@@ -323,7 +325,9 @@ class Runtime:
         self._wake.clear()
         async with pooled(self.host.pool) as conn:
             began = time.perf_counter()
-            jobs = await claim.claim_batch(conn, list(room), want, self.deadline_seconds, room)
+            jobs = await claim.claim_batch(
+                conn, list(room), want, self.deadline_seconds, room, self.runtime_id
+            )
             took = time.perf_counter() - began
         if jobs:
             self.host.job_metrics.claimed(jobs[0].queue, jobs, took)

@@ -371,13 +371,30 @@ class FailureGroup(BaseModel):
         return head if sep and head.replace(".", "").replace("_", "").isalnum() else None
 
 
+class RuntimeInfo(BaseModel):
+    """A runtime as its registry row recorded it when it started (migration v010):
+    ``host`` and ``pid`` of its process, ``name`` its command gave, the awa-tui ``version``.
+    Only ``id`` is known when the row was pruned (older than the maintenance retention)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    host: str | None = None
+    pid: int | None = None
+    started_at: datetime | None = None
+    name: str | None = None
+    version: str | None = None
+
+
 class AttemptSpan(BaseModel):
     """One readiness of a job and the attempt claimed from it (``Client.attempt_timeline``).
 
     ``outcome`` is how the attempt ended as storage recorded it (completed, failed, retried,
     snoozed, cancelled, rescued, callback_timeout, completed_external, ...); None while it
     runs or before it is claimed. ``heartbeat_at``, ``progress`` and the callback exist only
-    while the attempt is open (storage drops them when it ends).
+    while the attempt is open (storage drops them when it ends). ``runtime`` is the runtime
+    that claimed it; None when it is not claimed, or was claimed before migration v010 or by
+    a runtime of an earlier release.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -394,6 +411,7 @@ class AttemptSpan(BaseModel):
     waiting: bool = False
     ended_at: datetime | None = None
     outcome: str | None = None
+    runtime: RuntimeInfo | None = None
 
     @property
     def duration(self) -> timedelta | None:
@@ -401,3 +419,13 @@ class AttemptSpan(BaseModel):
         if self.claimed_at is None or self.ended_at is None:
             return None
         return self.ended_at - self.claimed_at
+
+
+class JobTimeline(BaseModel):
+    """A job and its attempts read in one snapshot (``Client.job_timeline``): ``row`` is None
+    when the job does not exist (or was pruned)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    row: JobRow | None
+    spans: list[AttemptSpan]

@@ -240,7 +240,8 @@ async def test_a_stopped_worker_says_how_many_jobs_it_started(
     migrated_dsn: str, schema: str, conn: asyncpg.Connection
 ) -> None:
     """Its stop line counts the jobs it started (it said "after starting 0 jobs" whatever it
-    ran: it listened for a kind named "started" instead of the event)."""
+    ran: it listened for a kind named "started" instead of the event); it registered once, by
+    its target and pid, and each of its claim batches names it."""
     await _runs_table(conn)
     async with (
         _workers(migrated_dsn, schema, 1) as (worker,),
@@ -256,3 +257,7 @@ async def test_a_stopped_worker_says_how_many_jobs_it_started(
         code, err = await _stop(worker)
     assert code == 0, err
     assert "stopped on SIGTERM after starting 7 jobs; completions flushed" in err, err
+    (runtime,) = await conn.fetch("SELECT id, pid, name FROM runtimes")
+    assert (runtime["pid"], runtime["name"]) == (worker.process.pid, TARGET)
+    claimed_by = await conn.fetch("SELECT DISTINCT runtime_id FROM claim_batches")
+    assert [r["runtime_id"] for r in claimed_by] == [runtime["id"]]

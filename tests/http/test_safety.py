@@ -25,6 +25,7 @@ ROUTES = [
     ("GET", "/api/jobs"),
     ("POST", "/api/jobs"),
     ("GET", "/api/jobs/1"),
+    ("GET", "/api/jobs/1/timeline"),
     ("POST", "/api/jobs/1/retry"),
     ("POST", "/api/jobs/1/cancel"),
     ("GET", "/api/kinds"),

@@ -10,9 +10,10 @@ from typing import Any
 import asyncpg
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, TextArea
+from textual.widgets import DataTable, Input, TextArea
 from textual.worker import WorkerCancelled, WorkerState
 
+from awa_tui.screens.timeline import TimelineScreen
 from storage import Client
 from tests.tui.scenarios import Incident, seed_incident
 
@@ -112,3 +113,19 @@ async def wait_for_screen(pilot: Pilot[Any], screen_type: type[Any]) -> Any:
             return pilot.app.screen
         await pilot.pause(0.02)
     raise AssertionError(f"{screen_type.__name__} never appeared")
+
+
+async def open_timeline(pilot: Pilot[Any]) -> tuple[TimelineScreen, list[dict[str, str]]]:
+    """``t`` in the job detail: the timeline screen and its rows' text by column key."""
+    await settle(pilot)
+    await pilot.press("t")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, TimelineScreen)
+    table = screen.query_one(DataTable)
+    keys = [str(key.value) for key in table.columns]
+    rows = [
+        dict(zip(keys, (text_of(c) for c in table.get_row_at(i)), strict=True))
+        for i in range(table.row_count)
+    ]
+    return screen, rows

@@ -242,6 +242,16 @@ _PIN = [
                                   THEN @T + interval '1 minute' END""",
     """UPDATE claim_batches
           SET claimed_at = @B + interval '1 minute', deadline_at = @B + interval '31 minutes'""",
+    # Two registered runtimes took the claims, by turns (the scenario claims with work_one,
+    # which registers none): the timeline names them.
+    """WITH started AS (
+           INSERT INTO runtimes (host, pid, started_at, name, version)
+           VALUES ('worker-a', 4242, $1::timestamptz - interval '1 hour', 'shop.tasks:tasks',
+                   '0.1.0'),
+                  ('worker-b', 977, $1::timestamptz - interval '20 minutes', 'shop.tasks:tasks',
+                   '0.1.0')
+           RETURNING id)
+       UPDATE claim_batches SET runtime_id = (SELECT min(id) + claim_id % 2 FROM started)""",
     "UPDATE done_entries SET finalized_at = @T + interval '4 minutes'",
     "UPDATE attempt_closures SET closed_at = @T + run_lease * interval '1 minute' + '20 s'",
     "UPDATE receipt_completion_batches SET finalized_at = @B + interval '2 minutes'",

@@ -13,7 +13,7 @@ from awa_tui.screens.queues import QueuesScreen, sparkline_text
 from awa_tui.screens.timeline import TimelineScreen
 from awa_tui.widgets.job_table import JobTable
 from storage import Client, ConnectionFailed, Job, JobState
-from tests.tui.conftest import settle, text_of, wait_for_screen
+from tests.tui.conftest import open_timeline, settle, text_of, wait_for_screen
 from tests.tui.scenarios import SIZE, Incident, build_app
 
 
@@ -214,19 +214,13 @@ async def test_t_in_the_job_detail_shows_each_attempt_and_how_it_ended(
 ) -> None:
     app = build_app(migrated_dsn, schema, initial_job=incident.failed)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, TimelineScreen)
-        table = screen.query_one(DataTable)
-        rows = [[text_of(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        assert [(r[0], r[5]) for r in rows] == [
+        screen, rows = await open_timeline(pilot)
+        assert [(r["attempt"], r["outcome"]) for r in rows] == [
             ("1", "failed, retried"),
             ("2", "failed, retried"),
             ("3", "failed"),
         ]
-        assert rows[2][7].startswith("RuntimeError: connection res")
+        assert rows[2]["error"].startswith("RuntimeError: connec")
         await pilot.press("j", "j")
         await settle(pilot)
         assert "exhausted" in text_of(screen.query_one("#tl-note"))

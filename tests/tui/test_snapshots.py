@@ -172,10 +172,11 @@ def test_failure_groups(snap_compare: SnapCompare, migrated_dsn: str, schema: st
 
 def test_timeline(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """t on job 5 (sync_inventory, 3 attempts): three rows oldest first with ready, claimed and
-    ended times (UTC, the pinned claims all read 07:56:00) and the time each took; attempts 1
-    and 2 "retried" in yellow, attempt 3 "error" in red (its closure: the last error); each
-    row's error in red, cut; below, attempt 1's whole error "upstream timed out after 40
-    items"."""
+    ended times (UTC, the pinned claims all read 07:56:00), the time each took and the runtime
+    that claimed it (worker-b:977, worker-a:4242, worker-b:977); attempts 1 and 2 "retried" in
+    yellow, attempt 3 "error" in red (its closure: the last error); each row's error in red,
+    cut; below, attempt 1's runtime in full ("worker-b:977, started 07:10 (shop.tasks:tasks,
+    awa-tui 0.1.0, runtime 2)") and its whole error "upstream timed out after 40 items"."""
     check(snap_compare, migrated_dsn, schema, SCREENS["timeline"])
 
 

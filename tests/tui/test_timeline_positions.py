@@ -3,12 +3,9 @@ position, ``storage.error_positions``), in the table and in the note."""
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
-from awa_tui.screens.timeline import TimelineScreen
 from storage import Client
 from tests.storage.read.test_timeline_positions import twice_dead
-from tests.tui.conftest import settle, text_of
+from tests.tui.conftest import open_timeline, settle, text_of
 from tests.tui.scenarios import SIZE, build_app
 
 
@@ -18,16 +15,10 @@ async def test_each_attempt_1_after_a_dlq_retry_shows_its_own_error(
     job_id = await twice_dead(client)
     app = build_app(migrated_dsn, schema, initial_job=job_id)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, TimelineScreen)
-        table = screen.query_one(DataTable)
-        rows = [[text_of(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        assert [r[0] for r in rows] == ["1", "1"]
-        assert rows[0][7].startswith("RuntimeError: run 1 failed")
-        assert rows[1][7].startswith("RuntimeError: run 2 failed")
+        screen, rows = await open_timeline(pilot)
+        assert [r["attempt"] for r in rows] == ["1", "1"]
+        assert rows[0]["error"].startswith("RuntimeError: run 1")
+        assert rows[1]["error"].startswith("RuntimeError: run 2")
         assert "run 1 failed" in text_of(screen.query_one("#tl-note"))
         await pilot.press("j")
         await settle(pilot)

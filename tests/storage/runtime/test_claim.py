@@ -26,9 +26,10 @@ from storage import Client, InvalidJobState, Job, JobState
 from storage.finalize.compact_writes import complete_compact
 from storage.finalize.types import CompactCompletion, Outcome
 from storage.insert.enqueue import NewJob, insert_jobs, promote_due
+from storage.ops import runtimes
 from storage.ops.admin import cancel
 from storage.ops.audit import Recorder
-from storage.runtime.claim import CLAIM_BATCH, LOCK_LANE, claim_batch
+from storage.runtime.claim import CLAIM_WITH_RUNTIME, LOCK_LANE, claim_batch
 from storage.values.audit import Audit
 
 Args = dict[str, Any]
@@ -231,7 +232,12 @@ async def test_every_claim_runs_generic_plans_inside_its_transaction_only(
     commits synchronously, which is what keeps a lost claim harmless (``claim.BEGIN_GENERIC``)."""
     await client.insert_many([Item(n=i) for i in range(2 * CLAIMS)])
     async with client.pool.acquire() as c:
-        claimed = [job for _ in range(CLAIMS) for job in await claim_batch(c, ["default"], 2, 60)]
+        runtime_id = await runtimes.register(c, "plans")  # as a runtime claims
+        claimed = [
+            job
+            for _ in range(CLAIMS)
+            for job in await claim_batch(c, ["default"], 2, 60, runtime_id=runtime_id)
+        ]
         assert await c.fetchval("SHOW plan_cache_mode") == "auto"
         assert await c.fetchval("SHOW synchronous_commit") == "on"
         assert not c.is_in_transaction()
@@ -242,7 +248,7 @@ async def test_every_claim_runs_generic_plans_inside_its_transaction_only(
             )
         }
     assert plans[LOCK_LANE] == (CLAIMS, 0)
-    assert plans[CLAIM_BATCH] == (CLAIMS, 0)
+    assert plans[CLAIM_WITH_RUNTIME] == (CLAIMS, 0)
     assert [job.args for job in claimed] == [{"n": i} for i in range(2 * CLAIMS)]
 
 
