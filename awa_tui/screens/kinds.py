@@ -1,5 +1,5 @@
 """Every kind: its descriptor, declared output type and schema, job counts, stale flags, and
-the selected kind's last good output."""
+the selected kind's schema drift and last good output."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from awa_tui.query import JobQuery
 from awa_tui.screens.base import Jump
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
+from awa_tui.widgets.drift import DriftPanel
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.last_good import LastGoodPanel
 from storage import Client, JobState, KindSummary
@@ -42,7 +43,9 @@ class KindsScreen(TableScreen[KindSummary]):
         "Every kind a runtime declared or a job uses: its jobs by state, its declared output "
         "type and schema, and whether its descriptor is current. Enter opens the browser on "
         "the kind's jobs (esc comes back to this row); s shows its output schema. Below the "
-        "descriptor, the kind's last good output: its most recent completed output."
+        "descriptor, its schema drift: how many of its recent completed outputs no longer fit "
+        "the current schema (the window read is named), the newest listed with the path and "
+        "keyword each breaks; then its last good output: its most recent completed output."
     )
     JUMP = Jump("K", "kinds", "Kinds")
     READ_GROUP = "kinds"
@@ -69,6 +72,7 @@ class KindsScreen(TableScreen[KindSummary]):
 
     def compose_detail(self) -> ComposeResult:
         yield Static("", id="kind-descriptor")
+        yield DriftPanel(id="kind-drift")
         yield LastGoodPanel(id="kind-last-good")
         yield Label("Output schema", classes="section-title", id="kind-schema-title")
         yield JsonView(id="kind-schema", empty="(no schema published)")
@@ -108,8 +112,10 @@ class KindsScreen(TableScreen[KindSummary]):
         if summary is None:
             box.update(Text(EMPTY if self.loaded else "", style="dim"))
             self.query_one(LastGoodPanel).hide()
+            self.query_one(DriftPanel).hide()
             return
         box.update(descriptor_renderable(summary, self.awa.now()))
+        self.query_one(DriftPanel).follow(self.awa.client, summary, self.awa.now())
         self.query_one(LastGoodPanel).follow(self.awa.client, summary.kind, None, self.awa.now())
         d = summary.descriptor
         schema = d.output_schema if d is not None else None
@@ -131,6 +137,10 @@ class KindsScreen(TableScreen[KindSummary]):
         ):
             return "This kind publishes no output schema."
         return None
+
+    def action_refresh(self) -> None:
+        self.query_one(DriftPanel).forget()
+        super().action_refresh()
 
     def action_jobs(self) -> None:
         current = self.current

@@ -30,8 +30,7 @@ MAX_VALUES = 12
 """A field's values listed at most (most frequent first); the others are counted together."""
 
 GROUP_WINDOW = (
-    f"members among the newest {SCAN_CAP:,} failed, {SCAN_CAP:,} retryable and {SCAN_CAP:,} "
-    "dead-lettered jobs"
+    f"the newest {SCAN_CAP:,} failed, {SCAN_CAP:,} retryable and {SCAN_CAP:,} dead-lettered jobs"
 )
 """What a group's outputs were read from, for a person."""
 

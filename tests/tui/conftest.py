@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import pytest
@@ -112,3 +112,16 @@ async def wait_for_screen(pilot: Pilot[Any], screen_type: type[Any]) -> Any:
             return pilot.app.screen
         await pilot.pause(0.02)
     raise AssertionError(f"{screen_type.__name__} never appeared")
+
+
+T = TypeVar("T")
+
+
+async def open_screen(pilot: Pilot[Any], key: str, screen_type: type[T]) -> T:
+    """Let the app load, press ``key`` and let the screen it opens load: that screen."""
+    await settle(pilot)
+    await pilot.press(key)
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, screen_type), f"{key} opened {type(screen).__name__}"
+    return screen
