@@ -59,4 +59,5 @@ class OutputReads:
         keyword each breaks (never the value)."""
         async with self._session.connection("schema_drift") as conn:
             outputs = await self._session.probe.present(conn)
-            return await drift.schema_drift(conn, kind, outputs=outputs)
+            window = await drift.read_window(conn, kind, outputs=outputs)
+        return await drift.check_window(window)
