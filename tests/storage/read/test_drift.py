@@ -7,13 +7,14 @@ Descriptors live in the shared control schema, so each test names its kind after
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from storage import LAST_GOOD_BOUND, Client, InvalidName, Job
 from storage.read import drift
 from storage.testing import work_one
+from tests.storage.read.test_reads_snapshot import AfterFetch
 
 Args = dict[str, Any]
 SCHEMA = {
@@ -108,3 +109,23 @@ async def test_a_kind_without_a_declared_schema_has_nothing_to_check(
     assert (found.checked, found.drifted, found.outputs) == (0, 0, [])
     with pytest.raises(InvalidName, match="Kind name must not be empty"):
         await client.schema_drift("")
+
+
+async def test_the_descriptor_and_both_paths_are_read_in_one_snapshot(
+    client: Client, kind: str
+) -> None:
+    """A general-path completion that commits between the compact and the general read is not
+    in this window (the page and its counts agree), and is in the next one."""
+    await _done(client, kind, {"rows": "compact"})
+    late = await client.insert({"out": {"rows": "late"}}, kind=kind, tags=["general"])
+
+    async def complete_late() -> None:
+        assert await work_one(client) is not None
+
+    async with client.session.connection("test") as conn:
+        between = AfterFetch(conn, 2, complete_late)  # 1: the descriptor, 2: the batches
+        window = await drift.read_window(cast(Any, between), kind)
+    assert between.fetches == 3
+    assert late.id not in [job_id for _at, job_id, _text, _path in window.outputs]
+    assert (await drift.check_window(window)).checked == 1
+    assert next(o.job_id for o in (await client.schema_drift(kind)).outputs) == late.id
