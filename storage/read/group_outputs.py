@@ -84,10 +84,12 @@ async def group_outputs(
     queue: str | None,
     field: str | None,
     caps: tuple[int, int] = (MAX_SHAPES, MAX_VALUES),
+    scan: int = SCAN_CAP,
 ) -> GroupOutputs:
     """The kept outputs of the group ``(kind, signature)``, split by ``field`` when given.
-    ``caps`` (shapes, values listed) is for tests of the bound."""
-    rows = await conn.fetch(OUTPUTS, since, kind, queue, SCAN_CAP, kind, signature, field, *caps)
+    ``caps`` (shapes, values listed) and ``scan`` (rows per source) are for tests of the
+    bounds."""
+    rows = await conn.fetch(OUTPUTS, since, kind, queue, scan, kind, signature, field, *caps)
     shapes: list[OutputShape] = []
     values: list[FieldValue] = []
     totals: dict[str, int] = {}

@@ -128,3 +128,21 @@ async def test_bad_names_are_refused_in_one_line(client: Client) -> None:
         await client.failure_group_outputs("load", SIGNATURE, field="")
     with pytest.raises(InvalidFilter, match="signature filter contains"):
         await client.failure_group_outputs("load", "a\x00b")
+
+
+@pytest.mark.usefixtures("loader")
+async def test_members_are_read_within_the_groups_window(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """Each source is read newest first up to the groups' bound: past it the counts are lower
+    bounds (``capped``), the same members the groups' list counts."""
+    await _fail(client, [{"rows": n} for n in range(3)])
+    bounded = await group_outputs.group_outputs(
+        conn, "load", SIGNATURE, since=None, queue=None, field=None, scan=2
+    )
+    assert (bounded.members, bounded.kept, bounded.capped) == (2, 2, True)
+    oldest = min(j.id for j in await client.list_jobs(kind="load"))
+    assert bounded.shapes[0].count == 2  # the oldest is past the bound
+    assert oldest not in [s.sample_job_id for s in bounded.shapes]
+    whole = await client.failure_group_outputs("load", SIGNATURE)
+    assert (whole.members, whole.capped) == (3, False)
