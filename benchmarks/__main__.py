@@ -33,6 +33,7 @@ CASES = (
     "idle_fleet",
     "processes",
     "last_good_output",
+    "output_reads",
     "peers",
 )
 QUICK = [case for case in CASES if case not in ("peers", "console_soak")]

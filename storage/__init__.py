@@ -20,7 +20,9 @@ from storage.ops.callbacks import ExternalCompletion
 from storage.ops.declared_output import DeclaredOutput, external_output_text
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.audit import MAX_LIMIT as MAX_AUDIT_ENTRIES
+from storage.read.drift import MAX_DRIFT_LISTED
 from storage.read.failure_groups import FailureGroupMembers
+from storage.read.group_outputs import GROUP_WINDOW, MAX_SHAPES, MAX_VALUES
 from storage.read.last_output import LAST_GOOD_BOUND, LastGoodOutput
 from storage.read.listing_filter import (
     FilterFields,
@@ -90,12 +92,23 @@ from storage.values.provenance import Absence, JobAccount, JobFacts, NoOutput, P
 from storage.values.redact import redact_dsn, redact_secrets
 from storage.values.results import CallbackToken, Cancel, RetryAfter, Snooze, WaitForCallback
 from storage.values.schema import Violation, schema_violations
+from storage.values.shapes import (
+    DriftedOutput,
+    FieldValue,
+    GroupOutputs,
+    OutputShape,
+    SchemaDrift,
+)
 
 __all__ = [
+    "GROUP_WINDOW",
     "HEARTBEAT_STALE_SECONDS",
     "LAST_GOOD_BOUND",
     "MAX_AUDIT_ENTRIES",
+    "MAX_DRIFT_LISTED",
     "MAX_OUTPUT_BYTES",
+    "MAX_SHAPES",
+    "MAX_VALUES",
     "Absence",
     "ArgsValidationError",
     "AttemptSpan",
@@ -110,12 +123,15 @@ __all__ = [
     "DatabaseError",
     "DeclaredOutput",
     "DlqInfo",
+    "DriftedOutput",
     "EventName",
     "ExternalCompletion",
     "FailureGroup",
     "FailureGroupMembers",
+    "FieldValue",
     "FilterFields",
     "ForeignSchema",
+    "GroupOutputs",
     "Health",
     "HealthState",
     "InvalidFilter",
@@ -145,6 +161,7 @@ __all__ = [
     "OutputError",
     "OutputErrorReason",
     "OutputMatch",
+    "OutputShape",
     "OutputSlot",
     "PeriodicSchedule",
     "PermissionDenied",
@@ -155,6 +172,7 @@ __all__ = [
     "RuntimeFailed",
     "RuntimeInfo",
     "ScheduleNotFound",
+    "SchemaDrift",
     "SchemaNotMigrated",
     "SchemaSummary",
     "Snooze",

@@ -23,6 +23,7 @@ from storage.insert.enqueue import NewJob
 from storage.operations import Operations
 from storage.ops.declared_output import DeclaredOutput, declaration, declared_output
 from storage.ops.maintenance import MaintenanceSettings
+from storage.output_reads import OutputReads
 from storage.read import one_job, output_facts
 from storage.runtime.batcher import CompletionBatcher
 from storage.runtime.notices import NoticeListener
@@ -59,8 +60,9 @@ class Client:
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``.
 
     The client owns the pool and the task registry and composes its parts: ``operations``
-    (operator reads and actions), ``callback_ops`` (callbacks) and ``worker`` (the runtime),
-    whose methods it publishes under their own names. The runtime sees it as a ``WorkerHost``.
+    (operator reads and actions), ``output_reads`` (bulk reads of outputs), ``callback_ops``
+    (callbacks) and ``worker`` (the runtime), whose methods it publishes under their own names.
+    The runtime sees it as a ``WorkerHost``.
     """
 
     CLOSE_TIMEOUT = 30.0
@@ -86,6 +88,7 @@ class Client:
         self._schedules: dict[str, periodic.Declared] = {}
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self.operations = Operations(self.session, lambda: self.registry.specs)
+        self.output_reads = OutputReads(self.session)
         self.worker = Worker(self, self.session)
         self.callback_ops = CallbackOperations(self.session, self.worker, self._local_output_model)
         self.notices = NoticeListener(
@@ -438,12 +441,15 @@ class Client:
     resume_queue = Delegated("operations", Operations.resume_queue)
     list_queues = Delegated("operations", Operations.list_queues)
     list_schemas = Delegated("operations", Operations.list_schemas)
-    last_good_output = Delegated("operations", Operations.last_good_output)
     failure_groups = Delegated("operations", Operations.failure_groups)
     failure_group_jobs = Delegated("operations", Operations.failure_group_jobs)
     attempt_timeline = Delegated("operations", Operations.attempt_timeline)
     job_timeline = Delegated("operations", Operations.job_timeline)
     list_audit = Delegated("operations", Operations.list_audit)
+    # Bulk output reads (storage.output_reads).
+    last_good_output = Delegated("output_reads", OutputReads.last_good_output)
+    failure_group_outputs = Delegated("output_reads", OutputReads.failure_group_outputs)
+    schema_drift = Delegated("output_reads", OutputReads.schema_drift)
     # Callbacks (storage.callback_ops).
     register_callback = Delegated("callback_ops", CallbackOperations.register_callback)
     wait_for_callback = Delegated("callback_ops", CallbackOperations.wait_for_callback)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Unpack
 
@@ -22,7 +22,6 @@ from storage.read import (
     counting,
     descriptors,
     failure_groups,
-    last_output,
     listing,
     one_job,
     queues,
@@ -30,13 +29,19 @@ from storage.read import (
     timeline,
 )
 from storage.read.failure_groups import FailureGroupMembers
-from storage.read.listing_filter import FilterFields, ListFilter, SortKey, SortOrder, check_text
+from storage.read.listing_filter import (
+    FilterFields,
+    ListFilter,
+    SortKey,
+    SortOrder,
+    check_text,
+    since_moment,
+)
 from storage.runtime.host import HandlerSpec
 from storage.session import Session
 from storage.values.audit import Audit, AuditEntry
 from storage.values.errors import (
     AwaError,
-    InvalidFilter,
     InvalidJobState,
     JobNotFound,
     ScheduleNotFound,
@@ -208,16 +213,6 @@ class Operations:
             done += 1
         return done
 
-    async def last_good_output(
-        self, kind: str, queue: str | None = None
-    ) -> last_output.LastGoodOutput | None:
-        """The most recent completed output of ``kind`` (in ``queue`` when given): what a
-        failed attempt's kept output is compared with. Bounded: None means none among
-        ``storage.read.last_output.LAST_GOOD_BOUND``, not "never"."""
-        async with self._session.connection("last_good_output") as conn:
-            outputs = await self._session.probe.present(conn)
-            return await last_output.last_good_output(conn, kind, queue, outputs=outputs)
-
     # -- queues and failure groups (storage.read.queues, storage.read.failure_groups) ----------
     async def pause_queue(
         self, queue: str, *, actor: str | None = None, reason: str | None = None
@@ -270,7 +265,7 @@ class Operations:
         where = ListFilter.of(kind=kind, queue=queue)
         async with self._session.connection("failure_groups") as conn:
             return await failure_groups.failure_groups(
-                conn, since=_since(since), kind=where.kind, queue=where.queue, limit=limit
+                conn, since=since_moment(since), kind=where.kind, queue=where.queue, limit=limit
             )
 
     async def failure_group_jobs(
@@ -287,7 +282,7 @@ class Operations:
             check_text(what, text)
         async with self._session.connection("failure_group_jobs") as conn:
             return await failure_groups.group_members(
-                conn, kind, signature, since=_since(since), queue=queue
+                conn, kind, signature, since=since_moment(since), queue=queue
             )
 
     async def attempt_timeline(self, job_id: int) -> list[AttemptSpan]:
@@ -412,7 +407,12 @@ class Operations:
             check_text(what, text)
         async with self._session.connection("list_audit") as conn:
             return await audit.list_audit(
-                conn, since=_since(since), actor=actor, action=action, job_id=job_id, limit=limit
+                conn,
+                since=since_moment(since),
+                actor=actor,
+                action=action,
+                job_id=job_id,
+                limit=limit,
             )
 
     async def database_read_only(self) -> bool:
@@ -548,12 +548,3 @@ class Operations:
         # Each rescue committed in its own transaction: tell listeners now, in order.
         emit_rescued(self._session.events, report.rescues)
         return report
-
-
-def _since(since: datetime | timedelta | None) -> datetime | None:
-    """A moment: a timedelta means that long ago; a naive datetime is refused."""
-    if isinstance(since, timedelta):
-        return datetime.now(UTC) - since
-    if since is not None and since.tzinfo is None:
-        raise InvalidFilter("since must be an aware datetime (with a time zone) or a timedelta.")
-    return since

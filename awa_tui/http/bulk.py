@@ -27,7 +27,7 @@ from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import ErrorOut, client_of, json_response
 from awa_tui.http.paging import time_bound
 from awa_tui.http.search import job_filter
-from storage import Client, InvalidFilter
+from storage import MAX_SHAPES, MAX_VALUES, Client, GroupOutputs, InvalidFilter
 
 BAD_FILTER: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "A filter refused (the reason says why)."}
@@ -118,6 +118,37 @@ async def group_members(
             "dead_lettered": members.dead_lettered,
         }
     )
+
+
+@groups.get(
+    "/outputs",
+    response_model=GroupOutputs,
+    summary="What a group's members kept: output shapes, a sample, a field's values",
+    description="As the console's G screen shows under a group: the distinct shapes (sorted "
+    "top-level keys, or the JSON type) of the outputs its members' failed attempts kept, with "
+    f"counts and the newest one's sample (at most 4 KiB), at most {MAX_SHAPES} shapes listed "
+    "(``other_shapes`` counts the rest). Read within the groups' own window (``window``).",
+)
+async def group_outputs(
+    request: Request,
+    kind: Annotated[str, Query(min_length=1, max_length=255)],
+    signature: Annotated[str, Query(min_length=1, max_length=4096)],
+    field: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=255,
+            description="Split the outputs by this top-level key, one row per value (e.g. a "
+            f"field the kind's output schema declares); at most {MAX_VALUES} values listed.",
+        ),
+    ] = None,
+    since: str | None = None,
+    queue: str | None = None,
+) -> Response:
+    found = await client_of(request).failure_group_outputs(
+        kind, signature, field=field, since=time_bound("since", since), queue=queue
+    )
+    return json_response(model_json(found))
 
 
 async def _act_on_group(request: Request, body: GroupBody, *, retry: bool) -> Response:

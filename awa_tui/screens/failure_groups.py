@@ -30,6 +30,7 @@ from awa_tui.screens.base import Jump
 from awa_tui.screens.confirm import ConfirmModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both, relative
+from awa_tui.widgets.group_outputs import GroupOutputsPanel, declared_fields, next_field
 from awa_tui.widgets.widths import cut
 from storage import Client, FailureGroup
 
@@ -61,7 +62,9 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
         "What is failing most: failed, retrying and dead-lettered jobs grouped by kind and "
         "error signature (numbers, ids and quoted values normalised), largest first. Enter "
         "opens the browser on the group's jobs (esc comes back to this row); R retries the "
-        "group, C cancels its retryable jobs, o opens a sample job."
+        "group, C cancels its retryable jobs, o opens a sample job. Below, the outputs the "
+        "members' failed attempts kept, by shape (their top-level keys) with counts and a "
+        "sample; f splits them by a field the kind's output schema declares, one row per value."
     )
     JUMP = Jump("G", "failure_groups", "Failures")
     READ_GROUP = "groups"
@@ -87,13 +90,18 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
         Binding("R", "retry_group", "Retry group", id="groups.retry"),
         Binding("C", "cancel_group", "Cancel group", id="groups.cancel"),
         Binding("o", "open_sample", "Sample job", id="groups.sample"),
+        Binding("f", "split_field", "Split by field", id="groups.split"),
         Binding("r", "refresh", "Refresh", id="groups.refresh"),
         Binding("j", "down", "Down", show=False, id="groups.down"),
         Binding("k", "up", "Up", show=False, id="groups.up"),
     ]
 
+    split: str | None = None
+    """The declared output field the kept outputs are split by (``f``); None: not split."""
+
     def compose_detail(self) -> ComposeResult:
         yield Static("", id="group-summary")
+        yield GroupOutputsPanel(id="group-outputs")
 
     async def fetch(self, client: Client) -> FailureGroupsLoaded:
         return FailureGroupsLoaded(await client.failure_groups())
@@ -125,8 +133,10 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
     def show_current(self) -> None:
         g = self.current
         box = self.query_one("#group-summary", Static)
+        panel = self.query_one(GroupOutputsPanel)
         if g is None:
             box.update(Text("Nothing is failing." if self.loaded else "", style="dim"))
+            panel.hide()
             return
         now = self.awa.now()
         where = ", ".join(
@@ -153,13 +163,22 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
                 Text(f"{KEPT_OUTPUT_MARK} At least one member kept its failed attempt's output.")
             )
         box.update(Group(*lines))
+        if self.split not in self.fields(g):
+            self.split = None
+        panel.follow(self.awa.client, g, self.split)
+
+    def fields(self, group: FailureGroup) -> list[str]:
+        """The fields the group's kind declares in its output schema: what ``f`` splits by."""
+        return declared_fields(self.awa.describe_kind(group.kind))
 
     def binding_reason(self, action: str) -> str | None:
         if action in WRITES and not self.awa.writable:
             return self.awa.read_only_reason
         current = self.current
-        if action in (*WRITES, "jobs", "open_sample") and current is None:
+        if action in (*WRITES, "jobs", "open_sample", "split_field") and current is None:
             return "No failure group is selected."
+        if action == "split_field" and current and not self.fields(current):
+            return "This kind declares no output schema fields to split its outputs by."
         if action == "retry_group" and current and not (current.failed or current.dead_lettered):
             return "This group has no failed or dead-lettered job to retry (its jobs will retry)."
         if action == "cancel_group" and current and not current.retryable:
@@ -183,6 +202,12 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
     def action_open_sample(self) -> None:
         if self.current is not None:
             self.awa.open_job(self.current.sample_job_id)
+
+    def action_split_field(self) -> None:
+        """Split the kept outputs by the next declared field, then by none, then again."""
+        if self.current is not None:
+            self.split = next_field(self.fields(self.current), self.split)
+            self.show_current()
 
     def action_retry_group(self) -> None:
         if self.current is not None:

@@ -1,5 +1,5 @@
 """Every kind: its descriptor, declared output type and schema, job counts, stale flags, and
-the selected kind's last good output."""
+the selected kind's schema drift and last good output."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from awa_tui.screens.base import Jump
 from awa_tui.screens.enqueue import EnqueueJobModal
 from awa_tui.screens.table import HeadPart, TableScreen
 from awa_tui.timefmt import both
+from awa_tui.widgets.drift import DriftPanel
 from awa_tui.widgets.json_view import JsonView
 from awa_tui.widgets.last_good import LastGoodPanel
 from storage import Client, JobRow, JobState, KindSummary
@@ -43,9 +44,12 @@ class KindsScreen(TableScreen[KindSummary]):
         "Every kind a runtime declared or a job uses: its jobs by state, its declared output "
         "type and schema, and whether its descriptor is current. Enter opens the browser on "
         "the kind's jobs (esc comes back to this row); s shows its output schema. Below the "
-        "descriptor, the kind's last good output: its most recent completed output. n enqueues "
-        "a new job of the kind from a form: its args open on a skeleton of the published args "
-        "schema and are checked as you type; confirmed, with a reason, and audited."
+        "descriptor, its schema drift: how many of its recent completed outputs no longer fit "
+        "the current schema (the window read is named), the newest listed with the path and "
+        "keyword each breaks; then its last good output: its most recent completed output. n "
+        "enqueues a new job of the kind from a form: its args open on a skeleton of the "
+        "published args schema and are checked as you type; confirmed, with a reason, and "
+        "audited."
     )
     JUMP = Jump("K", "kinds", "Kinds")
     READ_GROUP = "kinds"
@@ -74,6 +78,7 @@ class KindsScreen(TableScreen[KindSummary]):
 
     def compose_detail(self) -> ComposeResult:
         yield Static("", id="kind-descriptor")
+        yield DriftPanel(id="kind-drift")
         yield LastGoodPanel(id="kind-last-good")
         yield Label("Output schema", classes="section-title", id="kind-schema-title")
         yield JsonView(id="kind-schema", empty="(no schema published)")
@@ -113,8 +118,10 @@ class KindsScreen(TableScreen[KindSummary]):
         if summary is None:
             box.update(Text(EMPTY if self.loaded else "", style="dim"))
             self.query_one(LastGoodPanel).hide()
+            self.query_one(DriftPanel).hide()
             return
         box.update(descriptor_renderable(summary, self.awa.now()))
+        self.query_one(DriftPanel).follow(self.awa.client, summary, self.awa.now())
         self.query_one(LastGoodPanel).follow(self.awa.client, summary.kind, None, self.awa.now())
         d = summary.descriptor
         schema = d.output_schema if d is not None else None
@@ -140,6 +147,10 @@ class KindsScreen(TableScreen[KindSummary]):
         ):
             return "This kind publishes no output schema."
         return None
+
+    def action_refresh(self) -> None:
+        self.query_one(DriftPanel).forget()
+        super().action_refresh()
 
     def action_jobs(self) -> None:
         current = self.current

@@ -81,10 +81,15 @@ regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(
     '\m0x[0-9a-fA-F]+\M|\m(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<hex>', 'g'),
     '[0-9]+', '<n>', 'g')"""
 
-_SIGNED = _FAILURES % {"signature": SIGNATURE}
+SIGNED = _FAILURES % {"signature": SIGNATURE}
+
+CAPPED = """(SELECT count(*) FILTER (WHERE source = 'failed') >= $4
+            OR count(*) FILTER (WHERE source = 'retryable') >= $4
+            OR count(*) FILTER (WHERE source = 'dead_lettered') >= $4 FROM signed)"""
+"""Whether a source filled its $4 rows: the counts read from ``SIGNED`` are lower bounds."""
 
 GROUPS = f"""
-WITH {_SIGNED}
+WITH {SIGNED}
 SELECT kind, signature, count(*) AS n,
        count(*) FILTER (WHERE source = 'failed') AS failed,
        count(*) FILTER (WHERE source = 'retryable') AS retryable,
@@ -93,9 +98,7 @@ SELECT kind, signature, count(*) AS n,
        (array_agg(error ORDER BY job_id DESC))[1] AS sample_error,
        bool_or(kept) AS kept_output,
        array_agg(DISTINCT queue ORDER BY queue) AS queues,
-       (SELECT count(*) FILTER (WHERE source = 'failed') >= $4
-            OR count(*) FILTER (WHERE source = 'retryable') >= $4
-            OR count(*) FILTER (WHERE source = 'dead_lettered') >= $4 FROM signed) AS capped
+       {CAPPED} AS capped
   FROM signed
  GROUP BY kind, signature
  ORDER BY n DESC, last_seen DESC, kind, signature
@@ -103,7 +106,7 @@ SELECT kind, signature, count(*) AS n,
 """
 
 MEMBERS = f"""
-WITH {_SIGNED}
+WITH {SIGNED}
 SELECT job_id, source FROM signed WHERE kind = $5 AND signature = $6 ORDER BY job_id DESC
 """
 

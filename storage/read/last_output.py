@@ -35,26 +35,37 @@ DONE_SCAN_CAP = 1_000
 # lateral, a join would read every ready row), then one read of the output array for the last
 # of them with an output. The nested loop keeps the batches' order: LIMIT 1 stops at the first
 # batch with a match.
-LAST_COMPACT = """
+NEWEST_BATCHES = """
+(SELECT w.*, sum(w.completed_count) OVER newest - w.completed_count AS jobs_before
+   FROM (SELECT batch_id, queue, finalized_at, max_job_id, completed_count, job_ids,
+                run_leases, outputs
+           FROM receipt_completion_batches
+          ORDER BY finalized_at DESC, max_job_id DESC LIMIT $3) w
+ WINDOW newest AS (ORDER BY w.finalized_at DESC, w.max_job_id DESC)) b"""
+"""The newest $3 batches as ``b``, each with ``jobs_before`` (jobs in newer ones): a read keeps
+``b.jobs_before < $4``, the batches holding the newest $4 compact completions."""
+
+KIND_OF = """(
+        SELECT r.kind, r.queue FROM ready_entries r
+         WHERE r.job_id = %(job)s.job_id AND r.run_lease = %(job)s.run_lease LIMIT 1) r"""
+"""A terminal job's kind and queue as ``r``: one index probe (a LIMITed lateral; a join would
+read every ready row)."""
+
+NOT_TOMBSTONED = """NOT EXISTS (SELECT 1 FROM receipt_completion_tombstones t
+                    WHERE t.job_id = %(job)s.job_id AND t.run_lease = %(job)s.run_lease)"""
+"""A compact completion not deleted."""
+
+LAST_COMPACT = f"""
 SELECT b.job_ids[x.n] AS job_id, b.queue, b.finalized_at, x.output
-  FROM (SELECT w.*, sum(w.completed_count) OVER newest - w.completed_count AS jobs_before
-          FROM (SELECT batch_id, queue, finalized_at, max_job_id, completed_count, job_ids,
-                       run_leases, outputs
-                  FROM receipt_completion_batches
-                 ORDER BY finalized_at DESC, max_job_id DESC LIMIT $3) w
-        WINDOW newest AS (ORDER BY w.finalized_at DESC, w.max_job_id DESC)) b
+  FROM {NEWEST_BATCHES}
  CROSS JOIN LATERAL (
         SELECT o.n, o.v AS output FROM unnest(b.outputs) WITH ORDINALITY AS o(v, n)
          WHERE o.v IS NOT NULL
            AND o.n = ANY (ARRAY(
                 SELECT m.ord
                   FROM unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS m(job_id, run_lease, ord)
-                 CROSS JOIN LATERAL (
-                        SELECT r.kind FROM ready_entries r
-                         WHERE r.job_id = m.job_id AND r.run_lease = m.run_lease LIMIT 1) r
-                 WHERE r.kind = $1
-                   AND NOT EXISTS (SELECT 1 FROM receipt_completion_tombstones t
-                                    WHERE t.job_id = m.job_id AND t.run_lease = m.run_lease)))
+                 CROSS JOIN LATERAL {KIND_OF % {"job": "m"}}
+                 WHERE r.kind = $1 AND {NOT_TOMBSTONED % {"job": "m"}}))
          ORDER BY o.n DESC LIMIT 1) x
  WHERE b.jobs_before < $4 AND b.outputs IS NOT NULL AND ($2::text IS NULL OR b.queue = $2)
  ORDER BY b.finalized_at DESC, b.max_job_id DESC
@@ -64,14 +75,16 @@ SELECT b.job_ids[x.n] AS job_id, b.queue, b.finalized_at, x.output
 # The newest completed done entries (the (state, finalized_at, job_id) index, v006); those with
 # an output are looked up in ready_entries (one index probe each, the kind and queue checked
 # after it so that the probe stops at the row).
-LAST_DONE = """
+NEWEST_DONE = """
+(SELECT job_id, run_lease, finalized_at, output FROM done_entries
+  WHERE state = 'completed'
+  ORDER BY finalized_at DESC, job_id DESC LIMIT $3) d"""
+"""The newest $3 completed done entries as ``d``."""
+
+LAST_DONE = f"""
 SELECT d.job_id, r.queue, d.finalized_at, d.output
-  FROM (SELECT job_id, run_lease, finalized_at, output FROM done_entries
-         WHERE state = 'completed'
-         ORDER BY finalized_at DESC, job_id DESC LIMIT $3) d
- CROSS JOIN LATERAL (
-        SELECT r.kind, r.queue FROM ready_entries r
-         WHERE r.job_id = d.job_id AND r.run_lease = d.run_lease LIMIT 1) r
+  FROM {NEWEST_DONE}
+ CROSS JOIN LATERAL {KIND_OF % {"job": "d"}}
  WHERE d.output IS NOT NULL AND r.kind = $1 AND ($2::text IS NULL OR r.queue = $2)
  ORDER BY d.finalized_at DESC, d.job_id DESC
  LIMIT 1

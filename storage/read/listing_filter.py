@@ -19,7 +19,7 @@ indexed by their newest job id only, so no walk can stop early in that direction
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -392,3 +392,12 @@ def _like(text: str | None) -> str | None:
         return None
     escaped = text.replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
     return f"%{escaped}%"
+
+
+def since_moment(since: datetime | timedelta | None) -> datetime | None:
+    """A moment: a timedelta means that long ago; a naive datetime is refused."""
+    if isinstance(since, timedelta):
+        return datetime.now(UTC) - since
+    if since is not None and since.tzinfo is None:
+        raise InvalidFilter("since must be an aware datetime (with a time zone) or a timedelta.")
+    return since

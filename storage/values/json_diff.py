@@ -70,7 +70,11 @@ def json_type(value: Any) -> str:
 
 def shown(value: Any, chars: int = VALUE_CHARS) -> str:
     """``value`` as compact JSON, cut to ``chars`` characters with an ellipsis."""
-    text = orjson.dumps(value).decode()
+    return cut_text(orjson.dumps(value).decode(), chars)
+
+
+def cut_text(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with an ellipsis."""
     return text if len(text) <= chars else text[: max(chars - 1, 0)] + "…"
 
 

@@ -29,6 +29,7 @@ ROUTES = [
     ("POST", "/api/jobs/1/retry"),
     ("POST", "/api/jobs/1/cancel"),
     ("GET", "/api/kinds"),
+    ("GET", "/api/kinds/resize/drift"),
     ("DELETE", "/api/jobs/1"),
     ("POST", "/api/jobs/bulk"),
     ("GET", "/api/queues"),
@@ -39,6 +40,7 @@ ROUTES = [
     ("POST", "/api/dlq/1/purge"),
     ("GET", "/api/failure-groups"),
     ("GET", "/api/failure-groups/members"),
+    ("GET", "/api/failure-groups/outputs"),
     ("POST", "/api/failure-groups/retry"),
     ("POST", "/api/failure-groups/cancel"),
     ("GET", "/api/schedules"),
@@ -236,6 +238,7 @@ def _template(path: str) -> str:
         ("1", "job_id"),
         ("mail", "queue"),
         ("nightly", "name"),
+        ("resize", "kind"),
     ):
         path = path.replace(f"/{value}/", f"/{{{name}}}/")
         path = path.removesuffix(f"/{value}") + (

@@ -61,13 +61,18 @@ async def test_a_valid_output_is_dropped_counted_and_the_job_completes(v001_dsn:
 
 
 async def test_outputs_are_not_searched_or_compared_where_none_are_kept(v001_dsn: str) -> None:
-    """Never "nothing there" where a schema keeps no outputs: the search and the last good
-    output are refused in one line, over HTTP (400) and in Python."""
+    """Never "nothing there" where a schema keeps no outputs: the search, the last good
+    output and the schema drift are refused in one line, over HTTP (400) and in Python."""
     async with await Client.connect(v001_dsn, "older") as server:
         async with asgi_client(create_app(server, token=TOKEN)) as http:
             http.headers.update(AUTH)
             answer = await http.get("/api/jobs", params={"since": "1h", "out.status": "x"})
+            drift = await http.get("/api/kinds/hook/drift")
         assert answer.status_code == 400
         assert "no output columns (it is at migration v001)" in answer.json()["message"]
+        assert drift.status_code == 400
+        assert "no output columns (it is at migration v001)" in drift.json()["message"]
         with pytest.raises(InvalidFilter, match="migrate it first"):
             await server.last_good_output("hook")
+        with pytest.raises(InvalidFilter, match="migrate it first"):
+            await server.schema_drift("hook")

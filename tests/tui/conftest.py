@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import pytest
@@ -115,13 +115,22 @@ async def wait_for_screen(pilot: Pilot[Any], screen_type: type[Any]) -> Any:
     raise AssertionError(f"{screen_type.__name__} never appeared")
 
 
-async def open_timeline(pilot: Pilot[Any]) -> tuple[TimelineScreen, list[dict[str, str]]]:
-    """``t`` in the job detail: the timeline screen and its rows' text by column key."""
+T = TypeVar("T")
+
+
+async def open_screen(pilot: Pilot[Any], key: str, screen_type: type[T]) -> T:
+    """Let the app load, press ``key`` and let the screen it opens load: that screen."""
     await settle(pilot)
-    await pilot.press("t")
+    await pilot.press(key)
     await settle(pilot)
     screen = pilot.app.screen
-    assert isinstance(screen, TimelineScreen)
+    assert isinstance(screen, screen_type), f"{key} opened {type(screen).__name__}"
+    return screen
+
+
+async def open_timeline(pilot: Pilot[Any]) -> tuple[TimelineScreen, list[dict[str, str]]]:
+    """``t`` in the job detail: the timeline screen and its rows' text by column key."""
+    screen = await open_screen(pilot, "t", TimelineScreen)
     table = screen.query_one(DataTable)
     keys = [str(key.value) for key in table.columns]
     rows = [

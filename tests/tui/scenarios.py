@@ -349,6 +349,32 @@ async def seed_retried(client: Client, conn: asyncpg.Connection) -> int:
     return job.id
 
 
+async def seed_timeouts(client: Client, conn: asyncpg.Connection) -> int:
+    """Five more sync_inventory jobs that timed out like retryable job 10, now one group of six
+    (ids 13..17): 13..15 failed on attempt 1 keeping ``updated: 40``, 16 and 17 on attempt 2
+    keeping ``updated: 80``; the group's outputs split by ``updated`` read as two rows."""
+    ids = []
+    for n, attempts in enumerate((1, 1, 1, 2, 2)):
+        job = await client.insert(SyncInventory(warehouse=f"ap-{n}"), max_attempts=attempts)
+        await work(client, "default")
+        ids.append(job.id)
+    # Due before every other deferred job, promoted without a maintenance pass (seed_retried).
+    await conn.execute("UPDATE deferred_jobs SET run_at = $2 WHERE job_id = ANY($1)", ids[3:], T0)
+    assert await enqueue.promote_due(conn, limit=2) == 2
+    for _ in ids[3:]:
+        await work(client, "default")
+    return len(ids)
+
+
+# Job 2's stored receipt rewritten as an older handler might have written it: its accepted
+# address a string (the schema says a list) and no provider.
+DRIFTED_RECEIPT = """
+UPDATE receipt_completion_batches
+   SET outputs[1] = '{"message_id": "msg-000002", "accepted": "user2@example.com"}'::json
+ WHERE job_ids[1] = 2 AND $1::timestamptz IS NOT NULL
+"""
+
+
 # -- the pinned screens (snapshot tests and scripts/screenshots.py) ------------------------
 
 
@@ -445,6 +471,8 @@ SCREENS: dict[str, Screen] = {
         Screen("dlq", keys=("L",)),
         Screen("queues", keys=("Q",), sql=(PAUSE_MAIL,)),
         Screen("failure-groups", keys=("G",)),
+        Screen("failure-groups-split", keys=("G", "f", "f", "f"), more=seed_timeouts),
+        Screen("kinds-drift", keys=("K", *"jjjjjj"), sql=(DRIFTED_RECEIPT,)),
         Screen("timeline", app_options=(("initial_job", 5),), keys=("t",)),
         Screen("schedules", keys=("S",)),
         Screen("audit", keys=("U",), sql=(AUDIT_TRAIL,)),

@@ -120,8 +120,9 @@ def test_complete_form_at_80_columns(
 def test_kinds(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """Every kind with display name, declared output type, schema tick, live counts, and the
     descriptor flag: legacy_export is stale. The selected kind's descriptor (its queue,
-    webhooks, and "Args schema: published (n enqueues a job)") and schema below; the footer
-    offers n Enqueue…; no Extra section (a runtime's own queue and args schema are not extra)."""
+    webhooks, and "Args schema: published (n enqueues a job)") and schema below, with "Schema
+    drift: no output of await_payment to check" and the window it read; the footer offers n
+    Enqueue…; no Extra section (a runtime's own queue and args schema are not extra)."""
     check(snap_compare, migrated_dsn, schema, SCREENS["kinds"])
 
 
@@ -166,7 +167,9 @@ def test_failure_groups(snap_compare: SnapCompare, migrated_dsn: str, schema: st
     sync_inventory "RuntimeError: connection reset by warehouse eu-<n>" (failed job 5, whose
     second entry kept an output: marked), charge_card "TerminalError: card declined:
     insufficient_funds" (dead-lettered job 6, marked); the retryable group's detail below,
-    its R key dimmed (nothing to retry)."""
+    its R key dimmed (nothing to retry), then "Kept outputs: 1 of 1 member kept one" with the
+    window read (the newest 2,000 failed, retryable and dead-lettered jobs each) and its one
+    shape {failed_skus, skipped, updated} with job 10's sample; the footer offers f."""
     check(snap_compare, migrated_dsn, schema, SCREENS["failure-groups"])
 
 
@@ -205,3 +208,22 @@ def test_audit(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> Non
     state=failed kind=sync_inventory) and bo's pause of queue mail; the selected completion's
     detail below shows its output as 61 bytes and a sha256, never its text."""
     check(snap_compare, migrated_dsn, schema, SCREENS["audit"])
+
+
+def test_failure_groups_split_by_field(
+    snap_compare: SnapCompare, migrated_dsn: str, schema: str
+) -> None:
+    """G with five more timeouts: "upstream timed out after <n> items" is now the largest group
+    (6 jobs: 1 retryable, 5 failed); below its detail, "Kept outputs: 6 of 6 members kept one"
+    with the window read, one shape {failed_skus, skipped, updated} with job 17's sample, then
+    after f three times (the schema's fields sorted: failed_skus, skipped, updated) "Split by
+    updated": 4 jobs kept 40 (newest job 15) and 2 kept 80 (job 17); the footer offers f."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["failure-groups-split"])
+
+
+def test_kinds_schema_drift(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
+    """K on send_email after job 2's stored receipt was rewritten (accepted a string, no
+    provider): "Schema drift: 1 of 3 outputs do not fit the current schema", read from the
+    latest 1,000 compact and 1,000 general-path completions; job 2 (compact) listed with
+    $.accepted type (expected array, got string) and $.provider required, never the values."""
+    check(snap_compare, migrated_dsn, schema, SCREENS["kinds-drift"])
