@@ -429,13 +429,13 @@ class AwaApp(Guarded, App[int]):
         """Run ``action``; a screen's action that does not apply says why instead.
 
         Textual swallows a key whose action ``check_action`` refuses; here the screen's
-        ``binding_reason`` (the same one that dims it in the footer) becomes a notification.
+        ``refusal`` (the same one that dims it in the footer) becomes a notification.
         """
         if isinstance(action, str) and isinstance(default_namespace, AwaScreen):
             namespace, name, parameters = parse_action(action)
             screen = default_namespace
             if not namespace and not screen.check_action(name, parameters):
-                reason = screen.binding_reason(name)
+                reason = screen.refusal(name)
                 if reason is not None:
                     self.notify(reason, title="Not available", severity="warning", timeout=5)
                     return True

@@ -118,11 +118,17 @@ class AwaScreen(Guarded, Screen[None]):
     def on_client_connected(self, message: ClientConnected) -> None:
         self._show_modes()
 
-    def binding_reason(self, action: str) -> str | None:
-        """Why ``action`` does not apply right now; None when it does.
+    def refusal(self, action: str) -> str | None:
+        """Why ``action`` does not apply right now; None when it does. Shown in help, and in a
+        notification when its key is pressed anyway. A write while writes are off is answered
+        here, once for every screen (``WRITE_ACTIONS``); the rest is the screen's own
+        ``binding_reason``."""
+        if action in self.WRITE_ACTIONS and not self.awa.writable:
+            return self.awa.read_only_reason
+        return self.binding_reason(action)
 
-        Shown in help, and in a notification when its key is pressed anyway.
-        """
+    def binding_reason(self, action: str) -> str | None:
+        """The screen's own reason ``action`` does not apply (``refusal`` asks it)."""
         del action
         return None
 
@@ -131,6 +137,6 @@ class AwaScreen(Guarded, Screen[None]):
         return action in self.WRITE_ACTIONS and not self.awa.writable
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.binding_reason(action) is None:
+        if self.refusal(action) is None:
             return True
         return False if self.hides(action) else None

@@ -303,8 +303,6 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
 
     def binding_reason(self, action: str) -> str | None:
         row = self.row
-        if action in JOB_WRITES | CALLBACK_WRITES and not self.awa.writable:
-            return self.awa.read_only_reason
         if action in ("back", "refresh"):
             return None
         if row is None:

@@ -149,8 +149,6 @@ class DlqScreen(TableScreen[JobRow]):
         box.update(Group(*lines))
 
     def binding_reason(self, action: str) -> str | None:
-        if action in WRITES and not self.awa.writable:
-            return self.awa.read_only_reason
         if (
             action in ("open_job", "retry", "purge", "copy", "toggle_mark")
             and self.current is None

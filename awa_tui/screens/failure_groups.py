@@ -172,8 +172,6 @@ class FailureGroupsScreen(TableScreen[FailureGroup]):
         return declared_fields(self.awa.describe_kind(group.kind))
 
     def binding_reason(self, action: str) -> str | None:
-        if action in WRITES and not self.awa.writable:
-            return self.awa.read_only_reason
         current = self.current
         if action in (*WRITES, "jobs", "open_sample", "split_field") and current is None:
             return "No failure group is selected."

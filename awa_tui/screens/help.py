@@ -57,7 +57,7 @@ def keys_table(screen: Screen[object]) -> Table:
         seen.add((label, binding.description))
         reason = None
         if not active.enabled and isinstance(screen, AwaScreen):
-            reason = screen.binding_reason(binding.action.split("(")[0])
+            reason = screen.refusal(binding.action.split("(")[0])
         status = Text(reason or "", style="dim") if not active.enabled else Text("")
         style = "" if active.enabled else "dim"
         table.add_row(
@@ -71,7 +71,7 @@ def keys_table(screen: Screen[object]) -> Table:
             continue
         seen.add((label, binding.description))
         assert isinstance(screen, AwaScreen)
-        reason = screen.binding_reason(binding.action.split("(")[0]) or ""
+        reason = screen.refusal(binding.action.split("(")[0]) or ""
         table.add_row(
             Text(label, style="bold dim"),
             Text(binding.description, style="dim"),
@@ -91,7 +91,7 @@ def hidden(screen: Screen[object]) -> list[Binding]:
         if not isinstance(binding, Binding) or not binding.description:
             continue
         action = binding.action.split("(")[0]
-        if binding.action in shown or screen.binding_reason(action) is None:
+        if binding.action in shown or screen.refusal(action) is None:
             continue
         if action in screen.WRITE_ACTIONS and not screen.awa.writable:
             continue

@@ -310,8 +310,6 @@ class JobsScreen(AwaScreen):
             return None  # off here: the key's other binding answers (and says why, if need be)
         action = JOB_KEYS.get(action, action)
         job = self.table.current_job if self.is_mounted else None
-        if action in WRITE_ACTIONS and not self.awa.writable:
-            return self.awa.read_only_reason
         if action in ("open_job", "copy", "save", "toggle_mark") and job is None:
             return "No job is selected."
         if action == "next_page" and not self.has_more:

@@ -134,8 +134,6 @@ class KindsScreen(TableScreen[KindSummary]):
 
     def binding_reason(self, action: str) -> str | None:
         current = self.current
-        if action in self.WRITE_ACTIONS and not self.awa.writable:
-            return self.awa.read_only_reason
         if action in ("jobs", "enqueue") and current is None:
             return "No kind is selected."
         if action == "enqueue" and current is not None and current.descriptor is None:

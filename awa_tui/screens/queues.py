@@ -205,8 +205,6 @@ class QueuesScreen(TableScreen[QueueSummary]):
         spark.display = True
 
     def binding_reason(self, action: str) -> str | None:
-        if action == "toggle_pause" and not self.awa.writable:
-            return self.awa.read_only_reason
         if action in ("toggle_pause", "jobs") and self.current is None:
             return "No queue is selected."
         return None

@@ -237,3 +237,26 @@ async def test_fail_callback_dialog_buttons_name_what_they_do(
     row = await client.get_job(incident.waiting)
     assert row is not None
     assert row.state is JobState.WAITING_EXTERNAL
+
+
+async def test_every_screens_writes_are_hidden_and_say_why_in_read_only_mode(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """One rule for every screen (``AwaScreen.refusal``): each write it declares leaves the
+    footer and its key says the session is read-only. ``t`` on Schedules once did not."""
+    from awa_tui.app import JUMPS
+
+    app = build_app(migrated_dsn, schema, initial_job=incident.failed, read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screens = [type(app.screen), JobsScreen, *JUMPS]
+        assert JobDetailScreen in screens
+        for screen_type in screens[1:]:
+            await app.push_screen(screen_type())
+            await settle(pilot)
+        for screen in app.screen_stack[1:]:
+            assert isinstance(screen, tuple(screens))
+            assert screen.WRITE_ACTIONS or type(screen) not in (JobsScreen, JobDetailScreen)
+            for action in screen.WRITE_ACTIONS:
+                assert screen.refusal(action) == SESSION_READ_ONLY, (type(screen), action)
+                assert screen.check_action(action, ()) is False, (type(screen), action)
