@@ -11,6 +11,7 @@ from awa_tui.app import SESSION_READ_ONLY
 from awa_tui.demo import ChargeCard
 from awa_tui.errors import EXIT_CONNECT, EXIT_USAGE
 from awa_tui.query import tab_named
+from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.confirm import ConfirmModal, PromptModal
 from awa_tui.screens.detail import JobDetailScreen
 from awa_tui.screens.dlq import DlqScreen
@@ -255,7 +256,7 @@ async def test_every_screens_writes_are_hidden_and_say_why_in_read_only_mode(
             await app.push_screen(screen_type())
             await settle(pilot)
         for screen in app.screen_stack[1:]:
-            assert isinstance(screen, tuple(screens))
+            assert isinstance(screen, AwaScreen)
             assert screen.WRITE_ACTIONS or type(screen) not in (JobsScreen, JobDetailScreen)
             for action in screen.WRITE_ACTIONS:
                 assert screen.refusal(action) == SESSION_READ_ONLY, (type(screen), action)
