@@ -20,6 +20,7 @@ from storage.db.pool import Conn, acquire, close_pool, create_pool, snapshot, tr
 from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
 from storage.insert.enqueue import NewJob
+from storage.maintenance_ops import MaintenanceOperations
 from storage.operations import Operations
 from storage.ops.declared_output import DeclaredOutput, declaration, declared_output
 from storage.ops.maintenance import MaintenanceSettings
@@ -60,9 +61,9 @@ class Client:
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``.
 
     The client owns the pool and the task registry and composes its parts: ``operations``
-    (operator reads and actions), ``output_reads`` (bulk reads of outputs), ``callback_ops``
-    (callbacks) and ``worker`` (the runtime), whose methods it publishes under their own names.
-    The runtime sees it as a ``WorkerHost``.
+    (operator reads and actions), ``maintenance_ops`` (maintenance passes), ``output_reads``
+    (bulk reads of outputs), ``callback_ops`` (callbacks) and ``worker`` (the runtime), whose
+    methods it publishes under their own names. The runtime sees it as a ``WorkerHost``.
     """
 
     CLOSE_TIMEOUT = 30.0
@@ -88,6 +89,7 @@ class Client:
         self._schedules: dict[str, periodic.Declared] = {}
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self.operations = Operations(self.session, lambda: self.registry.specs)
+        self.maintenance_ops = MaintenanceOperations(self.session)
         self.output_reads = OutputReads(self.session)
         self.worker = Worker(self, self.session)
         self.callback_ops = CallbackOperations(self.session, self.worker, self._local_output_model)
@@ -431,9 +433,6 @@ class Client:
     sync_descriptors = Delegated("operations", Operations.sync_descriptors)
     get_descriptor = Delegated("operations", Operations.get_descriptor)
     list_kinds = Delegated("operations", Operations.list_kinds)
-    run_maintenance = Delegated("operations", Operations.run_maintenance)
-    lead_maintenance = Delegated("operations", Operations.lead_maintenance)
-    resign_maintenance = Delegated("operations", Operations.resign_maintenance)
     list_schedules = Delegated("operations", Operations.list_schedules)
     remove_schedule = Delegated("operations", Operations.remove_schedule)
     trigger_schedule = Delegated("operations", Operations.trigger_schedule)
@@ -446,6 +445,10 @@ class Client:
     attempt_timeline = Delegated("operations", Operations.attempt_timeline)
     job_timeline = Delegated("operations", Operations.job_timeline)
     list_audit = Delegated("operations", Operations.list_audit)
+    # Maintenance (storage.maintenance_ops).
+    run_maintenance = Delegated("maintenance_ops", MaintenanceOperations.run_maintenance)
+    lead_maintenance = Delegated("maintenance_ops", MaintenanceOperations.lead_maintenance)
+    resign_maintenance = Delegated("maintenance_ops", MaintenanceOperations.resign_maintenance)
     # Bulk output reads (storage.output_reads).
     last_good_output = Delegated("output_reads", OutputReads.last_good_output)
     failure_group_outputs = Delegated("output_reads", OutputReads.failure_group_outputs)

@@ -1,4 +1,4 @@
-"""The client's operator part: list reads, admin actions, descriptors and maintenance.
+"""The client's operator part: list reads, admin actions, descriptors and schedules.
 
 ``Client`` composes it and publishes its methods under the same names (``storage.session``).
 """
@@ -10,13 +10,11 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Unpack
 
-from storage.db.pool import Conn, snapshot, translate_errors
+from storage.db.pool import snapshot
 from storage.insert import enqueue, periodic
 from storage.insert.plan import kind_of
-from storage.ops import admin, enqueue_job, job_args, maintenance
+from storage.ops import admin, enqueue_job, job_args
 from storage.ops.audit import Recorder
-from storage.ops.maintenance import MaintenanceSettings, PassReport
-from storage.ops.rescue import emit_rescued
 from storage.read import (
     audit,
     counting,
@@ -505,46 +503,3 @@ class Operations:
             assert row is not None  # inserted by this transaction
             await audit.job(conn, "trigger_schedule", job_id, row.queue)
         return row
-
-    # -- maintenance --------------------------------------------------------------------------
-    async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
-        """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads:
-        on the connection its runtime keeps the leader's lock on, or else if it wins the lock
-        for this pass."""
-        chosen = settings or MaintenanceSettings()
-
-        async def borrowed() -> PassReport:
-            async with self._session.connection("run_maintenance") as conn:
-                return await maintenance.run_pass(
-                    conn,
-                    chosen,
-                    outputs_supported=await self._session.probe.present(conn),
-                    registry=await self._session.runtimes_probe.present(conn),
-                )
-
-        with translate_errors(self._session.dsn, "run_maintenance"):
-            report = await self._session.leader.once(partial(self._leading, chosen), borrowed)
-        return self._told(report)
-
-    async def lead_maintenance(self, settings: MaintenanceSettings) -> PassReport:
-        """The runtime's pass: this client keeps the leader's lock across passes once it wins
-        it, and tries for it only now and then while another leads (``storage.ops.leadership``)."""
-        return self._told(await self._session.leader.lead(partial(self._leading, settings)))
-
-    async def resign_maintenance(self) -> None:
-        """Give the leader's lock up, with the connection holding it (a no-op when this
-        client does not lead): the runtime does when it stops or fails."""
-        await self._session.leader.resign()
-
-    async def _leading(self, settings: MaintenanceSettings, conn: Conn) -> PassReport:
-        return await maintenance.run_pass_leading(
-            conn,
-            settings,
-            outputs_supported=await self._session.probe.present(conn),
-            registry=await self._session.runtimes_probe.present(conn),
-        )
-
-    def _told(self, report: PassReport) -> PassReport:
-        # Each rescue committed in its own transaction: tell listeners now, in order.
-        emit_rescued(self._session.events, report.rescues)
-        return report
