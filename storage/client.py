@@ -20,6 +20,8 @@ from storage.db.pool import Conn, acquire, close_pool, create_pool, snapshot, tr
 from storage.insert import periodic, unique
 from storage.insert.copy import insert_chunked, insert_keyed
 from storage.insert.enqueue import NewJob
+from storage.kind_ops import KindOperations
+from storage.maintenance_ops import MaintenanceOperations
 from storage.operations import Operations
 from storage.ops.declared_output import DeclaredOutput, declaration, declared_output
 from storage.ops.maintenance import MaintenanceSettings
@@ -60,9 +62,10 @@ class Client:
     """A connection pool plus everything that runs jobs on it. Use ``await Client.connect(...)``.
 
     The client owns the pool and the task registry and composes its parts: ``operations``
-    (operator reads and actions), ``output_reads`` (bulk reads of outputs), ``callback_ops``
-    (callbacks) and ``worker`` (the runtime), whose methods it publishes under their own names.
-    The runtime sees it as a ``WorkerHost``.
+    (operator reads and actions), ``kind_ops`` (descriptors, kinds and schedules),
+    ``maintenance_ops`` (maintenance passes), ``output_reads`` (bulk reads of outputs),
+    ``callback_ops`` (callbacks) and ``worker`` (the runtime), whose methods it publishes under
+    their own names. The runtime sees it as a ``WorkerHost``.
     """
 
     CLOSE_TIMEOUT = 30.0
@@ -88,6 +91,8 @@ class Client:
         self._schedules: dict[str, periodic.Declared] = {}
         self.batcher = CompletionBatcher(pool, self.outputs_supported)
         self.operations = Operations(self.session, lambda: self.registry.specs)
+        self.kind_ops = KindOperations(self.session, lambda: self.registry.specs)
+        self.maintenance_ops = MaintenanceOperations(self.session)
         self.output_reads = OutputReads(self.session)
         self.worker = Worker(self, self.session)
         self.callback_ops = CallbackOperations(self.session, self.worker, self._local_output_model)
@@ -426,17 +431,6 @@ class Client:
     retry_dlq = Delegated("operations", Operations.retry_dlq)
     purge_dlq = Delegated("operations", Operations.purge_dlq)
     database_read_only = Delegated("operations", Operations.database_read_only)
-    job_kind_descriptor = Delegated("operations", Operations.job_kind_descriptor)
-    declared_descriptors = Delegated("operations", Operations.declared_descriptors)
-    sync_descriptors = Delegated("operations", Operations.sync_descriptors)
-    get_descriptor = Delegated("operations", Operations.get_descriptor)
-    list_kinds = Delegated("operations", Operations.list_kinds)
-    run_maintenance = Delegated("operations", Operations.run_maintenance)
-    lead_maintenance = Delegated("operations", Operations.lead_maintenance)
-    resign_maintenance = Delegated("operations", Operations.resign_maintenance)
-    list_schedules = Delegated("operations", Operations.list_schedules)
-    remove_schedule = Delegated("operations", Operations.remove_schedule)
-    trigger_schedule = Delegated("operations", Operations.trigger_schedule)
     pause_queue = Delegated("operations", Operations.pause_queue)
     resume_queue = Delegated("operations", Operations.resume_queue)
     list_queues = Delegated("operations", Operations.list_queues)
@@ -446,6 +440,19 @@ class Client:
     attempt_timeline = Delegated("operations", Operations.attempt_timeline)
     job_timeline = Delegated("operations", Operations.job_timeline)
     list_audit = Delegated("operations", Operations.list_audit)
+    # Kinds, their descriptors and periodic schedules (storage.kind_ops).
+    job_kind_descriptor = Delegated("kind_ops", KindOperations.job_kind_descriptor)
+    declared_descriptors = Delegated("kind_ops", KindOperations.declared_descriptors)
+    sync_descriptors = Delegated("kind_ops", KindOperations.sync_descriptors)
+    get_descriptor = Delegated("kind_ops", KindOperations.get_descriptor)
+    list_kinds = Delegated("kind_ops", KindOperations.list_kinds)
+    list_schedules = Delegated("kind_ops", KindOperations.list_schedules)
+    remove_schedule = Delegated("kind_ops", KindOperations.remove_schedule)
+    trigger_schedule = Delegated("kind_ops", KindOperations.trigger_schedule)
+    # Maintenance (storage.maintenance_ops).
+    run_maintenance = Delegated("maintenance_ops", MaintenanceOperations.run_maintenance)
+    lead_maintenance = Delegated("maintenance_ops", MaintenanceOperations.lead_maintenance)
+    resign_maintenance = Delegated("maintenance_ops", MaintenanceOperations.resign_maintenance)
     # Bulk output reads (storage.output_reads).
     last_good_output = Delegated("output_reads", OutputReads.last_good_output)
     failure_group_outputs = Delegated("output_reads", OutputReads.failure_group_outputs)

@@ -1,4 +1,4 @@
-"""The client's operator part: list reads, admin actions, descriptors and maintenance.
+"""The client's operator part: list reads, admin actions, queues and failure groups.
 
 ``Client`` composes it and publishes its methods under the same names (``storage.session``).
 """
@@ -10,17 +10,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Unpack
 
-from storage.db.pool import Conn, snapshot, translate_errors
-from storage.insert import enqueue, periodic
-from storage.insert.plan import kind_of
-from storage.ops import admin, enqueue_job, job_args, maintenance
+from storage.db.pool import snapshot
+from storage.insert import enqueue
+from storage.ops import admin, enqueue_job, job_args
 from storage.ops.audit import Recorder
-from storage.ops.maintenance import MaintenanceSettings, PassReport
-from storage.ops.rescue import emit_rescued
 from storage.read import (
     audit,
     counting,
-    descriptors,
     failure_groups,
     listing,
     one_job,
@@ -44,37 +40,31 @@ from storage.values.errors import (
     AwaError,
     InvalidJobState,
     JobNotFound,
-    ScheduleNotFound,
 )
 from storage.values.events import JobEvent
 from storage.values.models import (
-    ARGS_SCHEMA,
-    QUEUE,
     AttemptSpan,
     FailureGroup,
     JobKindDescriptor,
     JobPage,
     JobRow,
     JobTimeline,
-    KindSummary,
     QueueSummary,
     SchemaSummary,
     StateCounts,
 )
 from storage.values.names import check_stored_name
-from storage.values.output import args_schema, output_descriptor
 
 BULK_PAGE = 500
 
 
 class Operations:
     """What an operator does with one client's schema; ``tasks`` gives the registered tasks
-    (their declared outputs are published with the descriptors)."""
+    (their args types check an operator's enqueue and edit-and-retry)."""
 
     def __init__(self, session: Session, tasks: Callable[[], Mapping[str, HandlerSpec]]) -> None:
         self._session = session
         self._tasks = tasks
-        self._descriptors: dict[str, JobKindDescriptor] = {}
         self.count_cap = counting.COUNT_CAP
         """Tab counts (``counts``, ``browse``) stop at this many jobs per state."""
         self._actions: dict[str, Callable[[int, Recorder], Awaitable[object]]] = {
@@ -418,133 +408,3 @@ class Operations:
     async def database_read_only(self) -> bool:
         async with self._session.connection("database_read_only") as conn:
             return await admin.database_read_only(conn)
-
-    # -- descriptors --------------------------------------------------------------------------
-    def job_kind_descriptor(
-        self,
-        kind_or_type: str | type,
-        *,
-        display_name: str | None = None,
-        description: str | None = None,
-        owner: str | None = None,
-        docs_url: str | None = None,
-        tags: tuple[str, ...] | list[str] = (),
-        extra: dict[str, Any] | None = None,
-        output: dict[str, Any] | None = None,
-    ) -> JobKindDescriptor:
-        """Declare what a kind is; published when the runtime starts and on every sync."""
-        kind = kind_or_type if isinstance(kind_or_type, str) else kind_of(kind_or_type)
-        check_stored_name(kind, "Kind")
-        descriptor = JobKindDescriptor(
-            kind=kind,
-            display_name=display_name,
-            description=description,
-            owner=owner,
-            docs_url=docs_url,
-            tags=list(tags),
-            extra=extra or {},
-            output=output,
-        )
-        self._descriptors[kind] = descriptor
-        return descriptor
-
-    def declared_descriptors(self, tasks: dict[str, Any]) -> list[JobKindDescriptor]:
-        """Descriptors for every registered task: its output type and schema, its queue and
-        its args schema (``JobKindDescriptor.queue``, ``args_schema``); what an explicit
-        descriptor says wins."""
-        found = dict(self._descriptors)
-        for kind, spec in tasks.items():
-            base = found.get(kind) or JobKindDescriptor(kind=kind)
-            if base.output is None and spec.output_type is not None:
-                base = base.model_copy(update={"output": output_descriptor(spec.output_type)})
-            # What a form needs to enqueue one (``enqueue_job``); explicit extra keys win.
-            published = {QUEUE: spec.queue, ARGS_SCHEMA: args_schema(spec.args_type)}
-            extra = {k: v for k, v in published.items() if v is not None} | base.extra
-            found[kind] = base.model_copy(update={"extra": extra})
-        return list(found.values())
-
-    async def sync_descriptors(self) -> None:
-        """Publish the declared descriptors (the runtime also does, at start and periodically)."""
-        async with self._session.connection("sync_descriptors") as conn:
-            await descriptors.sync(conn, self.declared_descriptors(dict(self._tasks())))
-
-    async def get_descriptor(self, kind: str) -> JobKindDescriptor | None:
-        check_stored_name(kind, "Kind")
-        async with self._session.connection("get_descriptor") as conn:
-            return (await descriptors.fetch(conn, kind)).get(kind)
-
-    async def list_kinds(self) -> list[KindSummary]:
-        async with self._session.connection("list_kinds") as conn:
-            return await descriptors.list_kinds(conn)
-
-    # -- periodic schedules --------------------------------------------------------------------
-    async def list_schedules(self) -> list[periodic.PeriodicSchedule]:
-        """The stored periodic schedules with their next run, by name."""
-        async with self._session.connection("list_schedules") as conn:
-            return await periodic.list_schedules(conn)
-
-    async def remove_schedule(self, name: str) -> bool:
-        """Stop a stored schedule (a client that declares it again stores it again)."""
-        async with self._session.connection("remove_schedule") as conn:
-            return await periodic.remove(conn, check_stored_name(name, "Schedule"))
-
-    async def trigger_schedule(
-        self, name: str, *, actor: str | None = None, reason: str | None = None
-    ) -> JobRow:
-        """Enqueue one job of the stored schedule ``name`` now, besides its ticks (which stay
-        as they are); a worker serving its queue is woken. ``ScheduleNotFound`` if none.
-        Audited as ``trigger_schedule`` on the new job."""
-        audit = Recorder(Audit.of(actor, reason))
-        async with self._session.connection("trigger_schedule") as conn, conn.transaction():
-            job_id = await periodic.trigger(conn, check_stored_name(name, "Schedule"))
-            if job_id is None:
-                raise ScheduleNotFound(f"No stored schedule is named {name!r}.")
-            row = await one_job.get_job(
-                conn, job_id, outputs=await self._session.probe.present(conn)
-            )
-            assert row is not None  # inserted by this transaction
-            await audit.job(conn, "trigger_schedule", job_id, row.queue)
-        return row
-
-    # -- maintenance --------------------------------------------------------------------------
-    async def run_maintenance(self, settings: MaintenanceSettings | None = None) -> PassReport:
-        """One maintenance pass (promote, rescue, timeouts, rotate, prune) if this client leads:
-        on the connection its runtime keeps the leader's lock on, or else if it wins the lock
-        for this pass."""
-        chosen = settings or MaintenanceSettings()
-
-        async def borrowed() -> PassReport:
-            async with self._session.connection("run_maintenance") as conn:
-                return await maintenance.run_pass(
-                    conn,
-                    chosen,
-                    outputs_supported=await self._session.probe.present(conn),
-                    registry=await self._session.runtimes_probe.present(conn),
-                )
-
-        with translate_errors(self._session.dsn, "run_maintenance"):
-            report = await self._session.leader.once(partial(self._leading, chosen), borrowed)
-        return self._told(report)
-
-    async def lead_maintenance(self, settings: MaintenanceSettings) -> PassReport:
-        """The runtime's pass: this client keeps the leader's lock across passes once it wins
-        it, and tries for it only now and then while another leads (``storage.ops.leadership``)."""
-        return self._told(await self._session.leader.lead(partial(self._leading, settings)))
-
-    async def resign_maintenance(self) -> None:
-        """Give the leader's lock up, with the connection holding it (a no-op when this
-        client does not lead): the runtime does when it stops or fails."""
-        await self._session.leader.resign()
-
-    async def _leading(self, settings: MaintenanceSettings, conn: Conn) -> PassReport:
-        return await maintenance.run_pass_leading(
-            conn,
-            settings,
-            outputs_supported=await self._session.probe.present(conn),
-            registry=await self._session.runtimes_probe.present(conn),
-        )
-
-    def _told(self, report: PassReport) -> PassReport:
-        # Each rescue committed in its own transaction: tell listeners now, in order.
-        emit_rescued(self._session.events, report.rescues)
-        return report

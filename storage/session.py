@@ -1,9 +1,10 @@
 """What the parts of a ``Client`` share, and how ``Client`` exposes their methods.
 
-``Client`` composes its parts (``Operations``, ``CallbackOperations``, ``Worker``); each part
-gets the ``Session`` (pool, DSN, output-column probe, events, metrics) and nothing else of the
-client. ``Delegated`` publishes a part's method on ``Client`` under the same name, signature
-and docstring, so callers see one object while each concern lives in its own module.
+``Client`` composes its parts (``Operations``, ``KindOperations``, ``MaintenanceOperations``,
+``OutputReads``, ``CallbackOperations``, ``Worker``); each part gets the ``Session`` (pool, DSN,
+output-column probe, events, metrics) and nothing else of the client. ``Delegated`` publishes a
+part's method on ``Client`` under the same name, signature and docstring, so callers see one
+object while each concern lives in its own module.
 """
 
 from __future__ import annotations

@@ -14,13 +14,8 @@ from typing import Any, Protocol
 
 from storage.insert import unique
 from storage.insert.enqueue import KeyedJob, NewJob
-from storage.values.codec import (
-    JsonConversionError,
-    JsonDecodeMismatch,
-    decode_value,
-    to_json_text,
-    to_json_value,
-)
+from storage.values.codec import JsonConversionError, to_json_text, to_json_value
+from storage.values.decode import JsonDecodeMismatch, decode_value
 from storage.values.errors import ArgsValidationError, AwaError, InvalidOption, UnknownKind
 from storage.values.names import check_stored_name
 from storage.values.payload import build_payload

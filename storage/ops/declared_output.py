@@ -17,7 +17,7 @@ import orjson
 
 from storage.db.pool import Conn
 from storage.read import descriptors
-from storage.values.codec import JsonDecodeMismatch, decode_value, type_name
+from storage.values.decode import JsonDecodeMismatch, decode_value, type_name
 from storage.values.errors import OutputError
 from storage.values.output import encode_output, output_descriptor
 from storage.values.schema import schema_violations

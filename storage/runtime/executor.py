@@ -37,7 +37,7 @@ from storage.runtime.claim import ClaimedJob
 from storage.runtime.host import HandlerSpec, WorkerHost
 from storage.runtime.job import AttemptEnd, Job
 from storage.runtime.supervise import retry_transient
-from storage.values.codec import JsonDecodeMismatch, decode_value
+from storage.values.decode import JsonDecodeMismatch, decode_value
 from storage.values.errors import StaleAttempt, TerminalError
 from storage.values.events import EventName, JobEvent
 from storage.values.models import JobRow, JobState

@@ -15,16 +15,8 @@ from typing import Any, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, PydanticUserError, TypeAdapter
 
-from storage.values.codec import (
-    JSON_SCALARS,
-    PLAIN_ONLY,
-    JsonConversionError,
-    JsonDecodeMismatch,
-    decode_value,
-    instance_check,
-    to_json_text,
-    type_name,
-)
+from storage.values.codec import JSON_SCALARS, PLAIN_ONLY, JsonConversionError, to_json_text
+from storage.values.decode import JsonDecodeMismatch, decode_value, instance_check, type_name
 from storage.values.errors import OutputDecodeError, OutputError
 
 T = TypeVar("T")

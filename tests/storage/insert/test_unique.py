@@ -18,7 +18,8 @@ from storage import (
     UniqueConflict,
 )
 from storage.db.pool import connect_once
-from storage.ops.maintenance import MaintenanceSettings, rotate
+from storage.ops.maintenance import MaintenanceSettings
+from storage.ops.rings import rotate
 from storage.testing import work_one
 
 

@@ -19,7 +19,8 @@ from storage.db.sql import MAINTENANCE_LEADER_LOCK_CLASS
 from storage.finalize.attempt_writes import complete_general
 from storage.finalize.compact_writes import complete_compact
 from storage.finalize.types import AttemptRecord, AttemptRef, CompactCompletion, Outcome
-from storage.ops.maintenance import MaintenanceSettings, RotateOutcome, rotate
+from storage.ops.maintenance import MaintenanceSettings
+from storage.ops.rings import RotateOutcome, rotate
 from storage.runtime.claim import ClaimedJob, claim_batch
 from storage.testing import work_one
 

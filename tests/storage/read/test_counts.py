@@ -10,7 +10,8 @@ import pytest
 
 from storage import Client, Job, JobState
 from storage.db.pool import connect_once
-from storage.ops.maintenance import MaintenanceSettings, RotateOutcome, rotate
+from storage.ops.maintenance import MaintenanceSettings
+from storage.ops.rings import RotateOutcome, rotate
 from storage.read.counting import counts
 from storage.testing import work_one
 

@@ -21,15 +21,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, RootModel, create_model, field_serializer
 from pydantic import model_serializer as pydantic_model_serializer
 
-from storage.values.codec import (
-    INT64_MAX,
-    INT64_MIN,
-    MAX_DEPTH,
-    JsonConversionError,
-    JsonDecodeMismatch,
-    decode_value,
-    to_json_text,
-)
+from storage.values.codec import INT64_MAX, INT64_MIN, MAX_DEPTH, JsonConversionError, to_json_text
+from storage.values.decode import JsonDecodeMismatch, decode_value
 from storage.values.errors import OutputDecodeError, OutputError
 from storage.values.output import (
     MAX_OUTPUT_BYTES,
