@@ -250,9 +250,9 @@ async def test_every_screens_writes_are_hidden_and_say_why_in_read_only_mode(
     app = build_app(migrated_dsn, schema, initial_job=incident.failed, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screens = [type(app.screen), JobsScreen, *JUMPS]
-        assert JobDetailScreen in screens
-        for screen_type in screens[1:]:
+        assert isinstance(app.screen, JobDetailScreen)  # the job's detail, then every other
+        screens: list[type[AwaScreen]] = [JobsScreen, *JUMPS]
+        for screen_type in screens:
             await app.push_screen(screen_type())
             await settle(pilot)
         for screen in app.screen_stack[1:]:
