@@ -10,9 +10,10 @@ kB/s here (104 kB/s on a host busy with other work; 1 MB/s of RSS at ``--refresh
 demo). The fixed console measured 55 kB/s (26 on the busy host): some growth is left, not yet
 explained (caches warming, or something kept per refresh for a while); the bound is between.
 
-That growth was the browser's table: each live refresh read the rows on screen plus a page and
-kept them all, so every job that arrived stayed, ~30 rows a minute on the demo up to 1,000.
-``test_a_refresh_keeps_the_pages_on_screen`` counts the rows instead of timing anything.
+The Python heap's growth under the demo was the browser's table: each live refresh read the
+rows on screen plus a page and kept them all, so every job that arrived stayed, ~18-33 rows a
+minute on the demo up to 1,000 (~8 kB each). ``test_a_refresh_keeps_the_pages_on_screen``
+counts the rows instead of timing anything.
 """
 
 from __future__ import annotations
