@@ -19,7 +19,7 @@ from awa_tui.query import TAB_KEYS, TAB_LABELS, FilterSyntaxError, JobQuery, tab
 from awa_tui.resilience import clock_time
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.jobs_keys import BINDINGS, DRILLED_ONLY, JOB_KEYS, PLAIN_ONLY, WRITE_ACTIONS
-from awa_tui.screens.jobs_status import BrowserStatus, fitted, next_sort, past
+from awa_tui.screens.jobs_status import BrowserStatus, fitted, next_sort
 from awa_tui.screens.pickers import BulkActionModal
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.filter_bar import FilterBar
@@ -32,6 +32,16 @@ from storage import JobRow, SortOrder
 PAGE_SIZE = 50
 MAX_REFRESH_ROWS = 1000
 INTERVALS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+def refresh_limit(loaded: int) -> int:
+    """How many rows a live refresh reads: the whole pages on screen (``n`` adds one), at least
+    one, at most ``MAX_REFRESH_ROWS``. Not the rows on screen plus a page, kept down to the
+    last one: each refresh then also kept every job that had arrived since, so a browser left
+    open on the demo grew by ~30 rows a minute until it held 1,000 (its memory and every
+    refresh's rebuild of the table with it). Arrivals now push the oldest rows out."""
+    pages = max(1, -(-loaded // PAGE_SIZE))
+    return min(pages * PAGE_SIZE, MAX_REFRESH_ROWS)
 
 
 class JobsScreen(AwaScreen):
@@ -143,9 +153,7 @@ class JobsScreen(AwaScreen):
                 self.post_message(CountsLoaded(page.counts))
                 self.post_message(JobsLoaded(query, rows, True, False, len(rows) == PAGE_SIZE))
                 return
-            limit = PAGE_SIZE
-            if refreshed and loaded:
-                limit = min(len(loaded) + PAGE_SIZE, MAX_REFRESH_ROWS)
+            limit = refresh_limit(len(loaded)) if refreshed else PAGE_SIZE
             page = await client.browse(where, sort=query.sort, limit=limit)
             rows = page.rows
             dlq_matches = 0
@@ -153,9 +161,6 @@ class JobsScreen(AwaScreen):
                 dlq_matches = await client.count_matching(replace(where, dlq=True))
             self.post_message(CountsLoaded(page.counts))
             has_more = len(rows) == limit
-            if refreshed and len(loaded) > PAGE_SIZE:
-                has_more = has_more or self.has_more
-                rows = [row for row in rows if not past(query.sort, row, loaded[-1])]
             self.post_message(JobsLoaded(query, rows, False, refreshed, has_more, dlq_matches))
         finally:
             self.fetching = False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from awa_tui.query import NEWEST, JobQuery
-from storage import JobRow, SortColumn, SortOrder
+from storage import SortColumn, SortOrder
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,6 @@ def counts_note(query: JobQuery) -> list[str]:
     if query.has_time_range:
         return ["tab counts: this time range"]
     return []
-
-
-def past(order: SortOrder, row: JobRow, last: JobRow) -> bool:
-    """Whether ``row`` sorts after ``last`` (beyond what is loaded) in ``order``."""
-    key, edge = order.key(row), order.key(last)
-    return key < edge if order.descending else key > edge
 
 
 COLUMNS = tuple(SortColumn)
