@@ -111,6 +111,9 @@ class JobTable(Guarded, DataTable[Text | str]):
         """The column key of a non-default order and whether it is descending."""
         self.heartbeats = False
         """Whether the heartbeat column is shown (the Running tab)."""
+        self.placed: int | None = None
+        """The row a refresh last put the cursor on to keep it on its job (``show``): the
+        highlight that follows is the refresh's, not a person's move."""
 
     def on_mount(self) -> None:
         self._set_columns(fit_columns(self.size.width or 200, self.heartbeats))
@@ -208,6 +211,7 @@ class JobTable(Guarded, DataTable[Text | str]):
             index = new_keys.index(keep.id)
         # Keep the selected job where it was on screen, not just selected.
         self.scroll_to(y=max(0, scroll_y + index - old_index), animate=False, immediate=True)
+        self.placed = index
         self.move_cursor(row=index, animate=False, scroll=False)
 
     def _update_cells(self, row: JobRow, cells: list[Text | str]) -> None:
@@ -232,9 +236,6 @@ class JobTable(Guarded, DataTable[Text | str]):
             return False
         self.move_cursor(row=index)
         return True
-
-    def cursor_at_end(self) -> bool:
-        return self.row_count > 0 and self.cursor_row >= self.row_count - 1
 
     def job_at(self, coordinate: Coordinate) -> JobRow | None:
         if 0 <= coordinate.row < len(self.jobs):

@@ -114,3 +114,29 @@ async def test_a_refresh_keeps_the_pages_on_screen(
                 assert screen.has_more
             await pilot.press("n")
             await settle(pilot)
+
+
+async def test_a_refresh_that_pushes_the_selected_job_to_the_last_row_loads_no_page(
+    migrated_dsn: str, schema: str, client: Client
+) -> None:
+    """The cursor stays on its job while new jobs arrive above it; when that job reaches the
+    last row it is the refresh that moved it there, not a person going down, so no next page
+    is loaded (the table grew a page each time, to 1,000 rows in an hour of the soak)."""
+    client.job_kind_descriptor("send_email")
+    await client.sync_descriptors()
+    jobs = [SendEmail(to=f"old{n}@example.com", template="t") for n in range(3 * PAGE_SIZE)]
+    await client.insert_many(jobs, kind="send_email")
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = jobs_screen(app)
+        selected = shown_ids(screen)[0]
+        newer = [SendEmail(to=f"new{n}@example.com", template="t") for n in range(PAGE_SIZE - 1)]
+        await client.insert_many(newer, kind="send_email")
+        screen.action_refresh()
+        await settle(pilot)
+        shown = shown_ids(screen)
+        assert shown[-1] == selected  # the selected job, on the last row
+        assert screen.table.current_job is not None
+        assert screen.table.current_job.id == selected
+        assert len(shown) == PAGE_SIZE
