@@ -111,6 +111,8 @@ class EmbeddedPostgres:
             if pid is not None:
                 stop_postmaster(pid)
             if self.root is not None:
+                for other in processes_inside(self.root):
+                    kill_and_wait(other)
                 shutil.rmtree(self.root, ignore_errors=True)
                 self.root = None
             if self._runtime_set:
@@ -190,6 +192,36 @@ def stop_postmaster(pid: int) -> None:
             if not process_alive(pid):
                 return
             time.sleep(0.01)  # the postmaster is not our child: there is nothing to wait on
+
+
+def processes_inside(root: Path) -> list[int]:
+    """Processes working in ``root`` (their current directory under it), but this one.
+
+    A start cut short leaves them: a Ctrl-C while initdb runs kills initdb, not the
+    ``postgres --boot`` or ``--single`` it started, which went on writing the data directory
+    after it was removed (a demo directory was found left by the Ctrl-C test). PostgreSQL's
+    processes change to their data directory first thing. Without /proc: none are found.
+    """
+    inside = []
+    prefix = f"{root.resolve()}{os.sep}"
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if f"{cwd}{os.sep}".startswith(prefix) and int(entry.name) != os.getpid():
+            inside.append(int(entry.name))
+    return inside
+
+
+def kill_and_wait(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)  # not our child: there is nothing to wait on
 
 
 def exit_now(server: EmbeddedPostgres, code: int) -> NoReturn:
