@@ -6,9 +6,10 @@ one that moves the focus (``/`` to the filter, ``Q`` to another screen, esc clos
 was therefore sent to the widget focused before, and the one after it could overtake it: esc
 esc Q on a slow host closed the detail, opened Queues, and then the second esc, sent to the
 closed detail and sent again, closed Queues. Here a key is *under way* from the app to the
-end of its trip, which a callback following it queue by queue marks (``_follow``); the keys
-typed meanwhile wait in line, and a key that comes back to a focus it was not sent to goes
-again at once, still at the head of the line.
+end of its trip: back at the app's bindings, or, for a key a widget keeps (a character typed
+into the filter), where a callback following it queue by queue finds it ended (``_follow``).
+The keys typed meanwhile wait in line, and a key that comes back to a focus it was not sent
+to goes again at once, still at the head of the line.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ class KeyLine:
         it is then sent again, where the focus is now, ahead of every key typed after it."""
         sent_to = self._sent_to.pop(key, self._app.focused)
         if sent_to is self._app.focused:
+            # Its trip ends here, in the app's bindings; the next key is handled after them.
+            # (Its follower may never come back: the screen it passed through can close.)
+            self._end(key)
             return False
         copy = again(key)
         self._ours.add(copy)
