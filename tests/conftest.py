@@ -5,6 +5,7 @@ installer, so tests never see each other's jobs. No mocked database.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import itertools
 import os
@@ -12,6 +13,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -34,7 +36,11 @@ def pg_dsn() -> Iterator[str]:
     """A DSN for a migrated database."""
     dsn = os.environ.get("AWA_TEST_DSN")
     if dsn:
-        yield dsn
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        if worker is None:
+            yield dsn
+        else:
+            yield from _worker_database(dsn, worker)
         return
     # A session stopped by SIGTERM (a CI timeout, a killed run) ends like Ctrl-C. pytest then
     # skips this fixture's teardown, so the server is also stopped at exit (``stop`` is
@@ -46,6 +52,28 @@ def pg_dsn() -> Iterator[str]:
             yield server.dsn
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _worker_database(dsn: str, worker: str) -> Iterator[str]:
+    """A database of its own for each xdist worker on the server ``AWA_TEST_DSN`` names: the
+    control schema (descriptors, which each test empties) is per database, and two sessions
+    sharing one would empty each other's. Made afresh, dropped after."""
+    url = urlsplit(dsn)
+    if url.scheme not in ("postgres", "postgresql"):
+        raise pytest.UsageError("AWA_TEST_DSN must be a postgresql:// URL to run with -n")
+    name = f"{url.path.lstrip('/') or 'postgres'}_{worker}"
+    own = urlunsplit(url._replace(path=f"/{name}"))
+
+    async def run(statement: str) -> None:
+        async with connect_once(dsn) as conn:
+            await conn.execute(statement)
+
+    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    try:
+        yield own
+    finally:
+        asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def _stop_session(_signum: int, _frame: object) -> None:
