@@ -21,7 +21,7 @@ from weakref import WeakKeyDictionary, WeakSet
 
 from textual import events
 from textual.app import App
-from textual.message_pump import MessagePump
+from textual.dom import DOMNode
 from textual.widget import Widget
 
 FOCUS_WAITS = 10
@@ -97,11 +97,11 @@ class KeyLine:
         self._app.post_message(copy)
         return True
 
-    def _follow(self, key: events.Key, node: MessagePump) -> None:
+    def _follow(self, key: events.Key, node: DOMNode) -> None:
         """Runs on ``node``'s queue right after ``key``: on to the next queue up, so at the
         app the key has ended its trip (handled there, stopped below, or lost with its
         screen)."""
-        parent = node._parent
+        parent = node.parent
         if parent is None or parent is self._app or not node.is_attached:
             self._app.call_later(self._end, key)
         else:

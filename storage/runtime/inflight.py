@@ -78,5 +78,4 @@ class InFlight:
         runtime, key = self.runtime, (self.claimed.job_id, self.claimed.run_lease)
         runtime.inflight.pop(key, None)
         runtime.stated.discard(key)
-        runtime._slot_free.set()
-        runtime._wake.set()
+        runtime.slot_freed()

@@ -158,6 +158,11 @@ class Runtime:
     def wake(self) -> None:
         self._wake.set()
 
+    def slot_freed(self) -> None:
+        """An attempt ended (``InFlight.release``): the dispatcher may claim for its slot."""
+        self._slot_free.set()
+        self._wake.set()
+
     def work_arrived(self, queue: str) -> None:
         """A ready notice (``storage.db.sql.READY_NOTICE``): claim now if the queue is ours
         ('' stands for a queue name too long for a notice)."""
