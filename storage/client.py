@@ -26,7 +26,7 @@ from storage.operations import Operations
 from storage.ops.declared_output import DeclaredOutput, declaration, declared_output
 from storage.ops.maintenance import MaintenanceSettings
 from storage.output_reads import OutputReads
-from storage.read import one_job, output_facts
+from storage.read import audit, one_job, output_facts
 from storage.runtime.batcher import CompletionBatcher
 from storage.runtime.notices import NoticeListener
 from storage.session import Delegated, Session
@@ -347,10 +347,12 @@ class Client:
             async with snapshot(conn):  # the row, its key's states and its kind's declaration
                 return await self._read_job(conn, job_id, outputs)
 
-    async def explain_job(self, job_id: int) -> JobAccount:
+    async def explain_job(self, job_id: int, *, actions: int = 0) -> JobAccount:
         """``get_job`` and, from the same snapshot, what storage keeps about how its attempts
         ended: where its output came from, when it goes, or the one reason it has none
-        (``storage.values.provenance``). Prune times assume the default maintenance settings."""
+        (``storage.values.provenance``), and with ``actions`` the newest that many audit
+        entries that acted on it (None on a schema without the audit trail). Prune times
+        assume the default maintenance settings."""
         async with self.session.connection("explain_job") as conn:
             outputs = await self.session.probe.present(conn)
             async with snapshot(conn):
@@ -358,7 +360,8 @@ class Client:
                 facts = await output_facts.read_facts(
                     conn, job_id, outputs_supported=outputs, retention=DEFAULT_RETENTION
                 )
-        return JobAccount(job_id, row, facts)
+                entries = await audit.job_actions(conn, job_id, actions) if actions else ()
+        return JobAccount(job_id, row, facts, entries)
 
     async def _read_job(self, conn: Conn, job_id: int, outputs: bool) -> JobRow | None:
         row = await one_job.read_job(conn, job_id, outputs=outputs)

@@ -32,21 +32,13 @@ FILTER_HINT = "actor=NAME and/or action=ACTION (retry_job, bulk_retry, pause_que
 FIELDS = ("actor", "action")
 
 
-JOB_ENTRIES = 20  # what the job detail shows of one job's entries
+JOB_ENTRIES = 20  # what the job detail shows of one job's entries (``explain_job``'s actions)
 
 
 @dataclass
 class AuditLoaded(Message):
     entries: list[AuditEntry]
     filters: dict[str, str]
-
-
-@dataclass
-class JobAuditLoaded(Message):
-    """One job's entries for its detail; None when the schema has no audit trail."""
-
-    job_id: int
-    entries: list[AuditEntry] | None
 
 
 def target(entry: AuditEntry) -> str:
@@ -211,8 +203,9 @@ def entry_renderable(entry: AuditEntry, now: datetime) -> RenderableType:
     return grid
 
 
-def job_entries(entries: list[AuditEntry] | None, now: datetime) -> Text:
-    """The job detail's "Actions taken": one line per entry, newest first."""
+def job_entries(entries: Sequence[AuditEntry] | None, now: datetime) -> Text:
+    """The job detail's "Actions taken": one line per entry, newest first (None: the schema
+    has no audit trail)."""
     if entries is None:
         return Text("(this schema has no audit trail: run awa-tui migrate)", style="dim")
     if not entries:

@@ -18,7 +18,7 @@ from awa_tui.actions import ACTIONS, JobAction, callback_why_not, why_not
 from awa_tui.messages import JobLoaded, JobsChanged
 from awa_tui.present import state_label
 from awa_tui.resilience import is_connection_error
-from awa_tui.screens.audit import JOB_ENTRIES, JobAuditLoaded, job_entries
+from awa_tui.screens.audit import JOB_ENTRIES, job_entries
 from awa_tui.screens.base import AwaScreen
 from awa_tui.screens.callbacks import CallbackFlows
 from awa_tui.timefmt import relative
@@ -30,7 +30,7 @@ from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
 from awa_tui.writes import confirm_job_action, edit_and_retry
-from storage import JobAccount, JobKindDescriptor, JobRow, JobState, SchemaNotMigrated
+from storage import JobAccount, JobKindDescriptor, JobRow, JobState
 
 JOB_WRITES = frozenset({"retry", "edit_retry", "cancel", "delete", "purge"})
 CALLBACK_WRITES = frozenset({"complete_callback", "fail_callback", "retry_callback"})
@@ -135,26 +135,20 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
     @work(exclusive=True, exit_on_error=False, group=READ_GROUP)
     async def load(self) -> None:
         client = await self.awa.client()
-        account = await client.explain_job(self.job_id)
+        # The job's actions come from the job's snapshot: each one that led to the state shown
+        # is listed, and none that came after it.
+        account = await client.explain_job(self.job_id, actions=JOB_ENTRIES)
         row = account.row
         descriptor = await client.get_descriptor(row.kind) if row is not None else self.descriptor
         self.post_message(JobLoaded(self.job_id, row, descriptor, account))
-        # Read after the job: every action that led to the state shown is among these.
-        try:
-            entries = await client.list_audit(job_id=self.job_id, limit=JOB_ENTRIES)
-        except SchemaNotMigrated:
-            entries = None
-        self.post_message(JobAuditLoaded(self.job_id, entries))
-
-    def on_job_audit_loaded(self, message: JobAuditLoaded) -> None:
-        if message.job_id == self.job_id:
-            self.query_one("#job-audit", Static).update(
-                job_entries(message.entries, self.awa.now())
-            )
 
     def on_job_loaded(self, message: JobLoaded) -> None:
         if message.job_id != self.job_id:
             return
+        if message.account is not None:  # every load: its relative times move on
+            self.query_one("#job-audit", Static).update(
+                job_entries(message.account.actions, self.awa.now())
+            )
         same = (message.row, message.descriptor) == (self.row, self.descriptor)
         if self.loaded and same and same_facts(message.account, self.account):
             return  # unchanged: nothing to redraw

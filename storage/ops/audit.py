@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 
 from storage.db.pool import Conn
+from storage.read.audit import HAS_TRAIL
 from storage.read.listing_filter import ListFilter
 from storage.values.audit import ARGS_DIGEST_ACTIONS, Audit
 from storage.values.errors import SchemaNotMigrated
@@ -145,7 +146,6 @@ class Recorder:
 
 # Maintenance's prune: entries past the retention, oldest first, a batch a pass. A schema that
 # v009 has not reached has no trail to prune (to_regclass reads the search path's schema).
-HAS_TRAIL = "SELECT to_regclass('audit_log') IS NOT NULL"
 PRUNE = """
 DELETE FROM audit_log
  WHERE id IN (SELECT id FROM audit_log WHERE at < now() - $1::interval ORDER BY at LIMIT $2)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from storage.values.audit import AuditEntry
 from storage.values.models import TERMINAL_STATES, JobRow, JobState
 
 # Closures that end an attempt before its handler finished (rescue, shutdown, timeouts, admin).
@@ -125,11 +126,15 @@ def span(delta: timedelta) -> str:
 
 @dataclass(frozen=True)
 class JobAccount:
-    """A job (None when ``get_job`` would return None) and the facts read with it."""
+    """A job (None when ``get_job`` would return None) and the facts read with it; with
+    ``actions``, the operator writes that acted on it (newest first, as many as
+    ``explain_job`` was asked for; empty when none were asked), from the same snapshot. None:
+    the schema has no audit trail."""
 
     job_id: int
     row: JobRow | None
     facts: JobFacts
+    actions: tuple[AuditEntry, ...] | None = ()
 
     def prune_text(self, now: datetime | None = None) -> str:
         """When what this job keeps goes, as far as storage can say."""
