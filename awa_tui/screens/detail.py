@@ -25,7 +25,7 @@ from awa_tui.timefmt import relative
 from awa_tui.widgets.app_header import AppHeader
 from awa_tui.widgets.job_summary import summary_table
 from awa_tui.widgets.json_view import JsonView
-from awa_tui.widgets.last_good import LastGoodPanel, kept_output
+from awa_tui.widgets.last_good import LastGoodPanel
 from awa_tui.widgets.mode_banner import ModeBanner
 from awa_tui.widgets.output_compare import OutputCompare
 from awa_tui.widgets.output_panel import OutputPanel, why_absent
@@ -237,15 +237,17 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.query_one(OutputCompare).show_pair(compared, after, self.descriptor)
 
     def _show_last_good(self, row: JobRow) -> None:
-        """A failed attempt's kept output beside the last good output of its kind and queue."""
-        panel, kept = self.query_one(LastGoodPanel), kept_output(row)
-        if kept is None:
+        """A failed attempt's kept output beside the last good output of its kind and queue,
+        for a job that did not complete (a completed one's kept output is in the compare)."""
+        panel, account = self.query_one(LastGoodPanel), self.account
+        kept = account.kept_output() if account is not None else None
+        if kept is None or row.output_text is not None:
             panel.hide()
             return
-        position = row.kept_output_position()
-        label = f"Kept by the failed attempt of error entry #{(position or 0) + 1}"
+        position, value = kept
+        label = f"Kept by the failed attempt of error entry #{position + 1}"
         panel.follow(
-            self.awa.client, row.kind, row.queue, self.awa.now(), kept=kept, kept_label=label
+            self.awa.client, row.kind, row.queue, self.awa.now(), kept=value, kept_label=label
         )
 
     def _render_error(self, row: JobRow) -> None:

@@ -18,19 +18,10 @@ from textual.worker import Worker, WorkerState
 from awa_tui.resilience import Guarded
 from awa_tui.timefmt import relative
 from awa_tui.widgets.json_view import json_content
-from storage import LAST_GOOD_BOUND, Client, JobRow, LastGoodOutput
+from storage import LAST_GOOD_BOUND, Client, LastGoodOutput
 
 Connect = Callable[[], Awaitable[Client]]
 """The screen's client (``AwaApp.client``)."""
-
-
-def kept_output(row: JobRow) -> Any | None:
-    """The output a failed attempt of ``row`` kept (None: none kept), and only for a job that
-    did not complete (a completed job's own output is what its detail shows)."""
-    position = row.kept_output_position()
-    if position is None or row.output_text is not None:
-        return None
-    return row.errors[position].get("output")
 
 
 def last_good_text(
