@@ -57,7 +57,7 @@ SELECT m.job_id, b.finalized_at, m.output
 # $1 kind, $2 queue (NULL: any), $3 done entries at most.
 KIND_DONE = f"""
 SELECT d.job_id, d.finalized_at, d.output
-  FROM {NEWEST_DONE}
+  FROM {NEWEST_DONE % {"cap": "$3"}}
  CROSS JOIN LATERAL {KIND_OF % {"job": "d"}}
  WHERE d.output IS NOT NULL AND r.kind = $1 AND ($2::text IS NULL OR r.queue = $2)
 """

@@ -8,8 +8,10 @@ completion batches by finish time holding up to ``COMPACT_SCAN_CAP`` jobs (at mo
 the ``finalized_at`` indexes, newest first, and stops at the first batch or entry with an
 output of the kind. A kind not seen there reads as None, and a caller says within what
 (``LAST_GOOD_BOUND``: "none among the latest ... completions"), never as a scan of the whole
-history. A batch's output array is read once, and only for a batch holding jobs of the kind.
-Deleted (tombstoned) jobs are skipped. Both paths are read in one snapshot.
+history. What costs is the kind: neither path stores it, so each candidate is one
+ready_entries probe; only jobs that kept an output are candidates, a batch's the last first
+(its output array read once, beside its job ids). Deleted (tombstoned) jobs are skipped. Both
+paths are read in one statement (one snapshot, one round trip).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from storage.db.pool import Conn, snapshot
+from storage.db.pool import Conn
 from storage.read.listing import NO_OUTPUTS
 from storage.values.errors import InvalidFilter
 from storage.values.names import check_stored_name
@@ -31,10 +33,8 @@ DONE_SCAN_CAP = 1_000
 
 # The newest batches (of every queue: the bound counts what is read, so a quiet queue among busy
 # ones finds none rather than walking the whole index) up to $4 jobs, those of the queue ($2;
-# NULL: any). Per batch: the positions of the kind's jobs (one index probe each: a LIMITed
-# lateral, a join would read every ready row), then one read of the output array for the last
-# of them with an output. The nested loop keeps the batches' order: LIMIT 1 stops at the first
-# batch with a match.
+# NULL: any). A nested loop over them keeps their order: LIMIT 1 stops at the first batch with
+# a match.
 NEWEST_BATCHES = """
 (SELECT w.*, sum(w.completed_count) OVER newest - w.completed_count AS jobs_before
    FROM (SELECT batch_id, queue, finalized_at, max_job_id, completed_count, job_ids,
@@ -55,22 +55,27 @@ NOT_TOMBSTONED = """NOT EXISTS (SELECT 1 FROM receipt_completion_tombstones t
                     WHERE t.job_id = %(job)s.job_id AND t.run_lease = %(job)s.run_lease)"""
 """A compact completion not deleted."""
 
+# Per batch, newest first: its jobs with an output, the last first (the output array is read
+# once, beside the job ids), each looked up for its kind (one index probe) until one is of the
+# kind and not deleted. Only jobs that kept an output are probed, and a batch whose last such
+# job is of the kind costs one probe: the read stops there.
 LAST_COMPACT = f"""
-SELECT b.job_ids[x.n] AS job_id, b.queue, b.finalized_at, x.output
+SELECT 'compact' AS path, x.job_id, b.queue, b.finalized_at, x.output
   FROM {NEWEST_BATCHES}
  CROSS JOIN LATERAL (
-        SELECT o.n, o.v AS output FROM unnest(b.outputs) WITH ORDINALITY AS o(v, n)
-         WHERE o.v IS NOT NULL
-           AND o.n = ANY (ARRAY(
-                SELECT m.ord
-                  FROM unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS m(job_id, run_lease, ord)
-                 CROSS JOIN LATERAL {KIND_OF % {"job": "m"}}
-                 WHERE r.kind = $1 AND {NOT_TOMBSTONED % {"job": "m"}}))
-         ORDER BY o.n DESC LIMIT 1) x
+        SELECT o.job_id, o.output, o.n
+          FROM (SELECT u.n, u.output, u.job_id, u.run_lease
+                  FROM unnest(b.outputs, b.job_ids, b.run_leases) WITH ORDINALITY
+                       AS u(output, job_id, run_lease, n)
+                 WHERE u.output IS NOT NULL
+                 ORDER BY u.n DESC) o
+         CROSS JOIN LATERAL {KIND_OF % {"job": "o"}}
+         WHERE r.kind = $1 AND {NOT_TOMBSTONED % {"job": "o"}}
+         ORDER BY o.n DESC
+         LIMIT 1) x
  WHERE b.jobs_before < $4 AND b.outputs IS NOT NULL AND ($2::text IS NULL OR b.queue = $2)
  ORDER BY b.finalized_at DESC, b.max_job_id DESC
- LIMIT 1
-"""
+ LIMIT 1"""
 
 # The newest completed done entries (the (state, finalized_at, job_id) index, v006); those with
 # an output are looked up in ready_entries (one index probe each, the kind and queue checked
@@ -78,15 +83,24 @@ SELECT b.job_ids[x.n] AS job_id, b.queue, b.finalized_at, x.output
 NEWEST_DONE = """
 (SELECT job_id, run_lease, finalized_at, output FROM done_entries
   WHERE state = 'completed'
-  ORDER BY finalized_at DESC, job_id DESC LIMIT $3) d"""
-"""The newest $3 completed done entries as ``d``."""
+  ORDER BY finalized_at DESC, job_id DESC LIMIT %(cap)s) d"""
+"""The newest ``cap`` completed done entries as ``d`` (``cap``: the statement's parameter)."""
 
 LAST_DONE = f"""
-SELECT d.job_id, r.queue, d.finalized_at, d.output
-  FROM {NEWEST_DONE}
+SELECT 'general' AS path, d.job_id, r.queue, d.finalized_at, d.output
+  FROM {NEWEST_DONE % {"cap": "$5"}}
  CROSS JOIN LATERAL {KIND_OF % {"job": "d"}}
  WHERE d.output IS NOT NULL AND r.kind = $1 AND ($2::text IS NULL OR r.queue = $2)
  ORDER BY d.finalized_at DESC, d.job_id DESC
+ LIMIT 1"""
+
+# Both paths in one statement (one snapshot, one round trip): $1 kind, $2 queue (NULL: any),
+# $3 batches, $4 compact jobs and $5 done entries at most. The newest of the two wins, as the
+# batches and the done entries are each ordered (finish time, then job id).
+LAST_GOOD = f"""
+SELECT path, job_id, queue, finalized_at, output
+  FROM (({LAST_COMPACT}) UNION ALL ({LAST_DONE})) found
+ ORDER BY finalized_at DESC, job_id DESC
  LIMIT 1
 """
 
@@ -119,19 +133,14 @@ async def last_good_output(
     caps: tuple[int, int] = (COMPACT_SCAN_CAP, DONE_SCAN_CAP),
 ) -> LastGoodOutput | None:
     """The newest completed output of ``kind`` (in ``queue`` when given) among
-    ``LAST_GOOD_BOUND``, in one snapshot. A schema without output columns (v001) is refused:
+    ``LAST_GOOD_BOUND``, in one statement. A schema without output columns (v001) is refused:
     it keeps none to find. ``caps`` (compact jobs, done entries) is for tests of the bound."""
     check_stored_name(kind, "Kind")
     if queue is not None:
         check_stored_name(queue, "Queue")
     if not outputs:
         raise InvalidFilter(NO_OUTPUTS)
-    async with snapshot(conn):
-        compact = await conn.fetchrow(LAST_COMPACT, kind, queue, BATCH_SCAN_CAP, caps[0])
-        general = await conn.fetchrow(LAST_DONE, kind, queue, caps[1])
-    found = [
-        LastGoodOutput(kind, r["queue"], r["job_id"], r["finalized_at"], r["output"], path)
-        for r, path in ((compact, "compact"), (general, "general"))
-        if r is not None
-    ]
-    return max(found, key=lambda o: (o.finalized_at, o.job_id), default=None)
+    r = await conn.fetchrow(LAST_GOOD, kind, queue, BATCH_SCAN_CAP, caps[0], caps[1])
+    if r is None:
+        return None
+    return LastGoodOutput(kind, r["queue"], r["job_id"], r["finalized_at"], r["output"], r["path"])
