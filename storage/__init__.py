@@ -20,7 +20,7 @@ from storage.ops.callbacks import ExternalCompletion
 from storage.ops.declared_output import DeclaredOutput, external_output_text
 from storage.ops.maintenance import MaintenanceSettings
 from storage.read.audit import MAX_LIMIT as MAX_AUDIT_ENTRIES
-from storage.read.drift import MAX_DRIFT_LISTED
+from storage.read.drift import DRIFT_WINDOW, MAX_DRIFT_LISTED
 from storage.read.failure_groups import FailureGroupMembers
 from storage.read.group_outputs import GROUP_WINDOW, MAX_SHAPES, MAX_VALUES
 from storage.read.last_output import LAST_GOOD_BOUND, LastGoodOutput
@@ -101,6 +101,7 @@ from storage.values.shapes import (
 )
 
 __all__ = [
+    "DRIFT_WINDOW",
     "GROUP_WINDOW",
     "HEARTBEAT_STALE_SECONDS",
     "LAST_GOOD_BOUND",

@@ -1,7 +1,7 @@
-"""Under a kind, its schema drift (``Client.schema_drift``): how many of its recent completed
-outputs no longer fit its current declared schema, and the newest of them by job, with the
-path and keyword each breaks (never the value). The window read is said with the count. Read
-when the kind or its descriptor changes, and on refresh."""
+"""Under a kind, its schema drift (``Client.schema_drift``): how many of its recent stored
+outputs (completed, and kept by failed attempts) no longer fit its current declared schema, and
+the newest of them by job, with the path and keyword each breaks (never the value). The window
+read is said with the count. Read when the kind or its descriptor changes, and on refresh."""
 
 from __future__ import annotations
 
@@ -31,17 +31,18 @@ def drift_renderable(found: SchemaDrift, now: datetime) -> RenderableType:
             (f"all {plural(found.checked, 'output')} fit the current schema", "green"),
             window,
         )
+    kept = f" ({found.kept_drifted:,} kept by failed attempts)" if found.kept_drifted else ""
     head = Text.assemble(
         ("Schema drift: ", "bold"),
         (f"{found.drifted:,} of {plural(found.checked, 'output')}", "bold yellow"),
-        " do not fit the current schema",
+        f" do not fit the current schema{kept}",
         window,
     )
     rows = rows_grid(3)
     for output in found.outputs:
         rows.add_row(
             Text(f"job {output.job_id}", style="bold"),
-            Text(output.storage_path, style="dim"),
+            Text(where(output), style="dim"),
             relative(output.finalized_at, now),
             violations_text(output),
         )
@@ -50,6 +51,12 @@ def drift_renderable(found: SchemaDrift, now: datetime) -> RenderableType:
     if unlisted:
         parts.append(Text(f"… and {unlisted:,} older ones, not listed.", style="dim"))
     return Group(*parts)
+
+
+def where(output: DriftedOutput) -> str:
+    """``compact``, ``general``, or ``kept: failed`` (a failed attempt's output, where its job
+    is now: failed, retryable, dead_lettered)."""
+    return output.storage_path if output.kept_by is None else f"kept: {output.kept_by}"
 
 
 def violations_text(output: DriftedOutput) -> Text:

@@ -1,13 +1,17 @@
-"""Schema drift: a kind's recent completed outputs that no longer fit its current declared
-schema (a handler changed, an older deployment, another language, a schema tightened later).
+"""Schema drift: a kind's recent stored outputs that no longer fit its current declared schema
+(a handler changed, an older deployment, another language, a schema tightened later): its
+completed outputs, and the outputs its failed attempts kept in their error entries.
 
 Bounded like the last good output (``storage.read.last_output``, the same window and the same
 fragments): the newest compact completion batches holding up to ``COMPACT_SCAN_CAP`` jobs (at
-most ``BATCH_SCAN_CAP`` batches) and the newest ``DONE_SCAN_CAP`` completed done entries; the
-kind's outputs among them are checked by ``schema_violations``, the one checker. A batch's
-output array is read once (one ``unnest`` beside its job ids). The descriptor and both paths
-are read in one snapshot, then checked once the connection is back. An output is named by its
-job and what it breaks (path, keyword, the checker's value-free words), never by its value.
+most ``BATCH_SCAN_CAP`` batches) and the newest ``DONE_SCAN_CAP`` completed done entries; and,
+for the kept outputs, the newest ``KEPT_SCAN_CAP`` failed done entries (by finish time),
+deferred jobs and DLQ entries, whichever kind they are (the rows read are bounded, not the
+kind's rows found). The kind's outputs among them are checked by ``schema_violations``, the one
+checker. A batch's output array is read once (one ``unnest`` beside its job ids). The
+descriptor and every source are read in one snapshot, then checked once the connection is
+back. An output is named by its job, its path (or ``error entry`` and where its job is now)
+and what it breaks (path, keyword, the checker's value-free words), never by its value.
 """
 
 from __future__ import annotations
@@ -62,13 +66,56 @@ SELECT d.job_id, d.finalized_at, d.output
  WHERE d.output IS NOT NULL AND r.kind = $1 AND ($2::text IS NULL OR r.queue = $2)
 """
 
+KEPT_SCAN_CAP = 1_000
+"""Failed done entries, deferred jobs and DLQ entries read at most, each (newest first)."""
+
+# $1 kind, $2 queue (NULL: any), $3 rows per source. The latest error entry with an output is
+# the one that kept it (only one does, ``storage.finalize``); ``at``: when the job failed (as
+# ``storage.read.failure_groups`` dates it). A failed done entry's kind is one index probe.
+KIND_KEPT = """
+SELECT k.job_id, k.at AS finalized_at, k.source,
+       (jsonb_path_query_array(k.errors, '$[*].output') -> -1)::text AS output
+  FROM ((SELECT d.job_id, d.finalized_at AS at, 'failed' AS source,
+                COALESCE(d.payload, r.payload) -> 'errors' AS errors
+           FROM (SELECT job_id, run_lease, finalized_at, payload FROM done_entries
+                  WHERE state = 'failed' ORDER BY finalized_at DESC, job_id DESC LIMIT $3) d
+          CROSS JOIN LATERAL (
+                SELECT r.kind, r.queue, r.payload FROM ready_entries r
+                 WHERE r.job_id = d.job_id AND r.run_lease = d.run_lease LIMIT 1) r
+          WHERE r.kind = $1 AND ($2::text IS NULL OR r.queue = $2))
+        UNION ALL
+        (SELECT f.job_id,
+                COALESCE((f.payload -> 'errors' -> -1 ->> 'at')::timestamptz, f.attempted_at,
+                         f.run_at),
+                'retryable', f.payload -> 'errors'
+           FROM (SELECT job_id, state, kind, queue, payload, attempted_at, run_at
+                   FROM deferred_jobs ORDER BY job_id DESC LIMIT $3) f
+          WHERE f.state = 'retryable' AND f.kind = $1 AND ($2::text IS NULL OR f.queue = $2))
+        UNION ALL
+        (SELECT q.job_id, q.dlq_at, 'dead_lettered', q.payload -> 'errors'
+           FROM (SELECT job_id, kind, queue, dlq_at, payload FROM dlq_entries
+                  ORDER BY dlq_at DESC LIMIT $3) q
+          WHERE q.kind = $1 AND ($2::text IS NULL OR q.queue = $2))) k
+ WHERE k.errors @? '$[*].output'
+"""
+
+DRIFT_WINDOW = (
+    f"{LAST_GOOD_BOUND}, and the outputs kept by the newest {KEPT_SCAN_CAP:,} failed, "
+    "deferred and dead-lettered jobs each"
+)
+"""What a drift read looked at, for a person."""
+
+KEPT = "error entry"
+"""The path of a failed attempt's kept output."""
+
 UNDECODABLE = Violation(
     "$", "json", "is JSON this reader cannot decode (e.g. a number past 64 bits)"
 )
 
 
-Stored = tuple[datetime, int, str, str]
-"""A stored output read: finished at, job id, its text, its path (compact or general)."""
+Stored = tuple[datetime, int, str, str, str | None]
+"""A stored output read: stored at, job id, its text, its path (compact, general or error
+entry), and for a kept one where its job is now (failed, retryable, dead_lettered)."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +134,12 @@ async def read_window(
     *,
     outputs: bool = True,
     caps: tuple[int, int] = (COMPACT_SCAN_CAP, DONE_SCAN_CAP),
+    kept_cap: int = KEPT_SCAN_CAP,
 ) -> Window:
-    """The declared schema of ``kind`` and its outputs among ``LAST_GOOD_BOUND``, in one
+    """The declared schema of ``kind`` and its outputs within ``DRIFT_WINDOW``, in one
     snapshot. A schema without output columns (v001) is refused: it keeps none to check.
-    ``caps`` (compact jobs, done entries) is for tests of the bound."""
+    ``caps`` (compact jobs, done entries) and ``kept_cap`` (rows per failure source) are for
+    tests of the bound."""
     check_stored_name(kind, "Kind")
     if not outputs:
         raise InvalidFilter(NO_OUTPUTS)
@@ -101,12 +150,14 @@ async def read_window(
             return Window(kind, None, [])
         compact = await conn.fetch(KIND_COMPACT, kind, None, BATCH_SCAN_CAP, caps[0])
         general = await conn.fetch(KIND_DONE, kind, None, caps[1])
-    found = [
-        (r["finalized_at"], r["job_id"], r["output"], path)
+        kept = await conn.fetch(KIND_KEPT, kind, None, kept_cap)
+    found: list[Stored] = [
+        (r["finalized_at"], r["job_id"], r["output"], path, None)
         for rows, path in ((compact, "compact"), (general, "general"))
         for r in rows
     ]
-    found.sort(reverse=True)
+    found += [(r["finalized_at"], r["job_id"], r["output"], KEPT, r["source"]) for r in kept]
+    found.sort(key=lambda stored: (stored[0], stored[1]), reverse=True)
     return Window(kind, schema, found)
 
 
@@ -121,17 +172,18 @@ async def check_window(window: Window) -> SchemaDrift:
             checked=0,
             drifted=0,
             outputs=[],
-            window=LAST_GOOD_BOUND,
+            window=DRIFT_WINDOW,
         )
-    drifted = 0
+    drifted = kept_drifted = 0
     listed: list[DriftedOutput] = []
-    for n, (finalized_at, job_id, text, path) in enumerate(window.outputs):
+    for n, (finalized_at, job_id, text, path, kept_by) in enumerate(window.outputs):
         if n and n % CHECK_CHUNK == 0:
             await asyncio.sleep(0)
         violations = _violations(text, window.schema)
         if not violations:
             continue
         drifted += 1
+        kept_drifted += kept_by is not None
         if len(listed) < MAX_DRIFT_LISTED:
             listed.append(
                 DriftedOutput(
@@ -140,6 +192,7 @@ async def check_window(window: Window) -> SchemaDrift:
                     storage_path=path,
                     violations=violations[:DRIFT_VIOLATIONS],
                     more=max(len(violations) - DRIFT_VIOLATIONS, 0),
+                    kept_by=kept_by,
                 )
             )
     return SchemaDrift(
@@ -148,7 +201,9 @@ async def check_window(window: Window) -> SchemaDrift:
         checked=len(window.outputs),
         drifted=drifted,
         outputs=listed,
-        window=LAST_GOOD_BOUND,
+        window=DRIFT_WINDOW,
+        kept_checked=sum(stored[4] is not None for stored in window.outputs),
+        kept_drifted=kept_drifted,
     )
 
 

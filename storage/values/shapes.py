@@ -79,16 +79,28 @@ class DriftedOutput(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     job_id: int
-    finalized_at: datetime
-    storage_path: str = Field(description="compact or general")
+    finalized_at: datetime = Field(
+        description="When it was stored: the completion, or the failure that kept it."
+    )
+    storage_path: str = Field(
+        description="compact or general (a completed output), or error entry (a failed "
+        "attempt's kept output)"
+    )
     violations: list[Violation]
     more: int = 0
+    kept_by: str | None = Field(
+        None,
+        description="For a kept output, where its job is now: failed, retryable or "
+        "dead_lettered; null for a completed output.",
+    )
 
 
 class SchemaDrift(BaseModel):
-    """A kind's recent completed outputs checked against its current declared schema:
-    ``checked`` read within ``window``, ``drifted`` of them do not fit, the newest of those
-    listed (at most ``MAX_DRIFT_LISTED``). ``schema_declared`` False: nothing to check."""
+    """A kind's recent stored outputs (completed, and those its failed attempts kept) checked
+    against its current declared schema: ``checked`` read within ``window``, ``drifted`` of
+    them do not fit, the newest of those listed (at most ``MAX_DRIFT_LISTED``); ``kept_checked``
+    and ``kept_drifted`` count the kept ones among them. ``schema_declared`` False: nothing to
+    check."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -98,3 +110,5 @@ class SchemaDrift(BaseModel):
     drifted: int
     outputs: list[DriftedOutput]
     window: str = Field(description="What was read, in words.")
+    kept_checked: int = Field(0, description="Of checked, failed attempts' kept outputs.")
+    kept_drifted: int = Field(0, description="Of drifted, failed attempts' kept outputs.")

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from storage import LAST_GOOD_BOUND, Client, Job
+from storage import DRIFT_WINDOW, Client, Job
 from storage.testing import work_one
 
 SCHEMA = {"type": "object", "properties": {"rows": {"type": "integer"}}, "required": ["rows"]}
@@ -60,7 +60,8 @@ async def test_a_kinds_drift_names_path_and_keyword_never_the_value(
     answer = await api.get(f"/api/kinds/{kind}/drift")
     assert answer.status_code == 200
     body = answer.json()
-    assert (body["checked"], body["drifted"], body["window"]) == (2, 1, LAST_GOOD_BOUND)
+    assert (body["checked"], body["drifted"], body["window"]) == (2, 1, DRIFT_WINDOW)
+    assert (body["kept_checked"], body["outputs"][0]["kept_by"]) == (0, None)
     (listed,) = body["outputs"]
     assert listed["job_id"] == drifted
     assert [(v["path"], v["keyword"]) for v in listed["violations"]] == [("$.rows", "type")]

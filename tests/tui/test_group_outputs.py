@@ -129,6 +129,44 @@ async def test_kinds_count_stored_outputs_that_no_longer_fit_and_name_no_value(
         assert await until(pilot, lambda: panel.found is not None and not panel.found.checked)
 
 
+# The failed sync_inventory job's kept report (error entry #2), rewritten to break its schema.
+DRIFTED_KEPT = """
+UPDATE {table} SET payload = jsonb_set(payload, '{{errors,1,output,updated}}', '"many"')
+ WHERE job_id = $1 AND payload -> 'errors' -> 1 ? 'output'
+"""
+
+
+async def test_kinds_count_the_outputs_failed_attempts_kept_and_say_so(
+    migrated_dsn: str, schema: str, incident: Incident, conn: asyncpg.Connection
+) -> None:
+    rewritten = [
+        await conn.execute(DRIFTED_KEPT.format(table=table), incident.failed)
+        for table in ("done_entries", "ready_entries")
+    ]
+    assert "UPDATE 1" in rewritten  # wherever the failed job's payload is kept
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "K", KindsScreen)
+        panel = screen.query_one(DriftPanel)
+        for _ in range(len(screen.rows)):
+            if screen.current is not None and screen.current.kind == "sync_inventory":
+                break
+            await pilot.press("j")
+        assert await until(pilot, lambda: _drift_kind(panel) == "sync_inventory")
+        found = panel.found
+        assert found is not None
+        assert found.kind == "sync_inventory"
+        assert found.kept_drifted == 1
+        assert found.kept_checked >= 1
+        listed = [o for o in found.outputs if o.job_id == incident.failed]
+        assert [(o.storage_path, o.kept_by) for o in listed] == [("error entry", "failed")]
+        assert [(v.path, v.keyword) for v in listed[0].violations] == [("$.updated", "type")]
+        shown = text_of(panel.query_one(Static))
+        assert "(1 kept by failed attempts)" in shown
+        assert "kept: failed" in shown
+        assert "many" not in shown
+
+
 def _drift_kind(panel: DriftPanel) -> str | None:
     return None if panel.found is None else panel.found.kind
 

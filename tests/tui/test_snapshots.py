@@ -121,7 +121,8 @@ def test_kinds(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> Non
     """Every kind with display name, declared output type, schema tick, live counts, and the
     descriptor flag: legacy_export is stale. The selected kind's descriptor (its queue,
     webhooks, and "Args schema: published (n enqueues a job)") and schema below, with "Schema
-    drift: no output of await_payment to check" and the window it read; the footer offers n
+    drift: no output of await_payment to check" and the window it read (completions, and the
+    outputs kept by the newest failed, deferred and dead-lettered jobs); the footer offers n
     Enqueue…; no Extra section (a runtime's own queue and args schema are not extra)."""
     check(snap_compare, migrated_dsn, schema, SCREENS["kinds"])
 
@@ -224,6 +225,7 @@ def test_failure_groups_split_by_field(
 def test_kinds_schema_drift(snap_compare: SnapCompare, migrated_dsn: str, schema: str) -> None:
     """K on send_email after job 2's stored receipt was rewritten (accepted a string, no
     provider): "Schema drift: 1 of 3 outputs do not fit the current schema", read from the
-    latest 1,000 compact and 1,000 general-path completions; job 2 (compact) listed with
+    latest 1,000 compact and 1,000 general-path completions and the outputs kept by the newest
+    1,000 failed, deferred and dead-lettered jobs each; job 2 (compact) listed with
     $.accepted type (expected array, got string) and $.provider required, never the values."""
     check(snap_compare, migrated_dsn, schema, SCREENS["kinds-drift"])
