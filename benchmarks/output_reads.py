@@ -2,15 +2,18 @@
 
 ``Client.schema_drift`` (the Kinds screen, under the selected kind) reads the kind's outputs
 within the last good output's window (the newest 1,000 compact and 1,000 general-path
-completions) and checks each with ``schema_violations`` in the client, so its cost is the
-window's, whatever the history: timed here with every completion in the window of the kind and
-carrying an output (one in ten not fitting). ``Client.failure_group_outputs`` (the Failure
-groups screen, under the selected group) reads the members through the groups' own window (the
-newest 2,000 failed jobs, per source) and counts shapes and values in PostgreSQL: timed with one
-group filling it, without and with a split field, beside ``failure_groups()`` (the screen's
-own read) on the same rows. "Loop stall": the longest the event loop the read runs on went
-without a turn during it (median over the reads), what a console on that loop would feel;
-the drift's checking yields every 50 outputs. Jobs are run by the real runtime; ``--quick``
+completions) and those its failed attempts kept among the newest 1,000 failed, deferred and
+dead-lettered jobs each, and checks each with ``schema_violations`` in the client, so its cost
+is the window's, whatever the history: timed here with every completion in the window of the
+kind and carrying an output (one in ten not fitting), and for the failing kind, whose failed
+jobs fill the kept window (the completed kind's read walks that window too and finds none).
+``Client.failure_group_outputs`` (the Failure groups screen, under the selected group) reads
+the members through the groups' own window (the newest 2,000 failed jobs, per source) and
+counts shapes and values in PostgreSQL: timed with one group filling it, without and with a
+split field, beside ``failure_groups()`` (the screen's own read) on the same rows. "Loop
+stall": the longest the event loop the read runs on went without a turn during it (median over
+the reads), what a console on that loop would feel; the drift's checking yields every 50
+outputs. Jobs are run by the real runtime; ``--quick``
 fills a fifth of each window.
 """
 
@@ -23,6 +26,7 @@ from typing import Any
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
 from storage import Client, Job
+from storage.read.drift import KEPT_SCAN_CAP
 
 NAME = "output_reads"
 MS = ("median", "p95", "max", "stall")
@@ -107,13 +111,21 @@ async def amain(args: Any) -> int:
     ):
         done, failing = await _seed(client, schema, completions, failures)
         drift = await client.schema_drift(done)
+        kept_drift = await client.schema_drift(failing)
         kept = await client.failure_group_outputs(failing, SIGNATURE, field="rows")
         if (drift.checked, kept.kept) != (2 * completions, failures):
             raise AssertionError(f"windows not full: {drift.checked} checked, {kept.kept} kept")
+        if kept_drift.kept_checked != min(failures, KEPT_SCAN_CAP):
+            raise AssertionError(f"kept window not full: {kept_drift.kept_checked} checked")
         cases = (
             (
                 f"schema_drift ({drift.checked:,} outputs, {drift.drifted:,} drifted)",
                 lambda: client.schema_drift(done),
+            ),
+            (
+                f"schema_drift, kept by failed attempts ({kept_drift.kept_checked:,} outputs, "
+                f"{kept_drift.kept_drifted:,} drifted)",
+                lambda: client.schema_drift(failing),
             ),
             (
                 f"failure_group_outputs ({kept.members:,} members)",
