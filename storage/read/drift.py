@@ -25,6 +25,7 @@ import orjson
 
 from storage.db.pool import Conn, snapshot
 from storage.read import descriptors
+from storage.read.failure_groups import RETRIED_AT, kept_output_of
 from storage.read.last_output import (
     BATCH_SCAN_CAP,
     COMPACT_SCAN_CAP,
@@ -69,12 +70,11 @@ SELECT d.job_id, d.finalized_at, d.output
 KEPT_SCAN_CAP = 1_000
 """Failed done entries, deferred jobs and DLQ entries read at most, each (newest first)."""
 
-# $1 kind, $2 queue (NULL: any), $3 rows per source. The latest error entry with an output is
-# the one that kept it (only one does, ``storage.finalize``); ``at``: when the job failed (as
+# $1 kind, $2 queue (NULL: any), $3 rows per source; ``at``: when the job failed (as
 # ``storage.read.failure_groups`` dates it). A failed done entry's kind is one index probe.
-KIND_KEPT = """
-SELECT k.job_id, k.at AS finalized_at, k.source,
-       (jsonb_path_query_array(k.errors, '$[*].output') -> -1)::text AS output
+KIND_KEPT = f"""
+SELECT * FROM (
+SELECT k.job_id, k.at AS finalized_at, k.source, ({kept_output_of("k.errors")})::text AS output
   FROM ((SELECT d.job_id, d.finalized_at AS at, 'failed' AS source,
                 COALESCE(d.payload, r.payload) -> 'errors' AS errors
            FROM (SELECT job_id, run_lease, finalized_at, payload FROM done_entries
@@ -84,10 +84,7 @@ SELECT k.job_id, k.at AS finalized_at, k.source,
                  WHERE r.job_id = d.job_id AND r.run_lease = d.run_lease LIMIT 1) r
           WHERE r.kind = $1 AND ($2::text IS NULL OR r.queue = $2))
         UNION ALL
-        (SELECT f.job_id,
-                COALESCE((f.payload -> 'errors' -> -1 ->> 'at')::timestamptz, f.attempted_at,
-                         f.run_at),
-                'retryable', f.payload -> 'errors'
+        (SELECT f.job_id, {RETRIED_AT}, 'retryable', f.payload -> 'errors'
            FROM (SELECT job_id, state, kind, queue, payload, attempted_at, run_at
                    FROM deferred_jobs ORDER BY job_id DESC LIMIT $3) f
           WHERE f.state = 'retryable' AND f.kind = $1 AND ($2::text IS NULL OR f.queue = $2))
@@ -96,7 +93,7 @@ SELECT k.job_id, k.at AS finalized_at, k.source,
            FROM (SELECT job_id, kind, queue, dlq_at, payload FROM dlq_entries
                   ORDER BY dlq_at DESC LIMIT $3) q
           WHERE q.kind = $1 AND ($2::text IS NULL OR q.queue = $2))) k
- WHERE k.errors @? '$[*].output'
+) kept WHERE output IS NOT NULL
 """
 
 DRIFT_WINDOW = (

@@ -26,6 +26,18 @@ from storage.values.models import FailureGroup
 SCAN_CAP = 2_000
 """Jobs read per source (failed, retryable, dead-lettered) for one grouping."""
 
+RETRIED_AT = (
+    "COALESCE((f.payload -> 'errors' -> -1 ->> 'at')::timestamptz, f.attempted_at, f.run_at)"
+)
+"""When the retryable deferred job ``f`` failed last (its latest error entry's time)."""
+
+
+def kept_output_of(errors: str) -> str:
+    """The output the error entries ``errors`` (an SQL jsonb array) kept: the latest entry's
+    that recorded one (only one does, ``storage.finalize``); NULL when none did."""
+    return f"jsonb_path_query_array({errors}, '$[*].output') -> -1"
+
+
 # $1 since, $2 kind, $3 queue, $4 rows per source. Each source yields the job, where it is,
 # when it failed and its error entries (the latest one signs it; any may have kept an output).
 _FAILURES = """
@@ -40,9 +52,7 @@ failures AS (
         AND ($2::text IS NULL OR r.kind = $2) AND ($3::text IS NULL OR r.queue = $3)
       ORDER BY d.job_id DESC LIMIT $4)
     UNION ALL
-    (SELECT f.job_id, f.kind, f.queue, 'retryable',
-            COALESCE((f.payload -> 'errors' -> -1 ->> 'at')::timestamptz, f.attempted_at, f.run_at),
-            f.payload -> 'errors'
+    (SELECT f.job_id, f.kind, f.queue, 'retryable', %(retried_at)s, f.payload -> 'errors'
        FROM deferred_jobs f
       WHERE f.state = 'retryable'
         AND ($1::timestamptz IS NULL
@@ -81,7 +91,7 @@ regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(
     '\m0x[0-9a-fA-F]+\M|\m(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<hex>', 'g'),
     '[0-9]+', '<n>', 'g')"""
 
-SIGNED = _FAILURES % {"signature": SIGNATURE}
+SIGNED = _FAILURES % {"signature": SIGNATURE, "retried_at": RETRIED_AT}
 
 CAPPED = """(SELECT count(*) FILTER (WHERE source = 'failed') >= $4
             OR count(*) FILTER (WHERE source = 'retryable') >= $4

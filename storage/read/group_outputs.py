@@ -20,7 +20,7 @@ from datetime import datetime
 import orjson
 
 from storage.db.pool import Conn
-from storage.read.failure_groups import CAPPED, SCAN_CAP, SIGNED
+from storage.read.failure_groups import CAPPED, SCAN_CAP, SIGNED, kept_output_of
 from storage.values.json_diff import VALUE_CHARS, cut_text, shown
 from storage.values.shapes import SAMPLE_CHARS, FieldValue, GroupOutputs, OutputShape
 
@@ -36,12 +36,11 @@ GROUP_WINDOW = (
 
 # $1 since, $2 kind, $3 queue, $4 rows per source, as the groups; $5 kind, $6 signature of the
 # group; $7 the field to split by (NULL: none); $8 shapes and $9 values listed at most.
-# ``jsonb_path_query_array(...) -> -1``: the last entry's output among those that kept one.
 # ``flag``: a value row's field is present (JSON null is a value); the members row's counts
 # are lower bounds (``CAPPED``).
 OUTPUTS = f"""
 WITH {SIGNED}, members AS (
-    SELECT job_id, jsonb_path_query_array(errors, '$[*].output') -> -1 AS output
+    SELECT job_id, {kept_output_of("errors")} AS output
       FROM signed WHERE kind = $5 AND signature = $6
 ), kept AS (
     SELECT job_id, output, jsonb_typeof(output) AS type,
