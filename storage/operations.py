@@ -240,8 +240,9 @@ class Operations:
             return found
 
     async def list_queues(self) -> list[QueueSummary]:
-        """One summary per queue, read in one snapshot; bounded whatever the history."""
-        async with self._session.connection("list_queues") as conn, snapshot(conn):
+        """One summary per queue, read in one statement (one snapshot, one round trip);
+        bounded whatever the history and the backlog."""
+        async with self._session.connection("list_queues") as conn:
             return await queues.list_queues(conn)
 
     async def failure_groups(

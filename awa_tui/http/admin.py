@@ -22,10 +22,12 @@ from awa_tui.http.bodies import (
     ErrorOut,
     JobListOut,
     JobOut,
+    Reason,
     client_of,
     job_answer,
     json_response,
     page_json,
+    reason_of,
 )
 from awa_tui.http.jobs import ACTION, MAX_PAGE, JobId
 from awa_tui.http.search import Q_HELP, job_filter
@@ -56,8 +58,8 @@ async def list_queues(request: Request) -> Response:
     summary="Stop every runtime claiming from the queue (running jobs finish)",
     **WRITE,
 )
-async def pause_queue(queue: QueueName, request: Request) -> Response:
-    await client_of(request).pause_queue(queue, actor=actor_of(request))
+async def pause_queue(queue: QueueName, request: Request, body: Reason = None) -> Response:
+    await client_of(request).pause_queue(queue, actor=actor_of(request), reason=reason_of(body))
     return json_response({"queue": queue, "paused": True})
 
 
@@ -68,8 +70,8 @@ async def pause_queue(queue: QueueName, request: Request) -> Response:
     summary="Let runtimes claim from the queue again (idle ones are woken)",
     **WRITE,
 )
-async def resume_queue(queue: QueueName, request: Request) -> Response:
-    await client_of(request).resume_queue(queue, actor=actor_of(request))
+async def resume_queue(queue: QueueName, request: Request, body: Reason = None) -> Response:
+    await client_of(request).resume_queue(queue, actor=actor_of(request), reason=reason_of(body))
     return json_response({"queue": queue, "paused": False})
 
 
@@ -103,8 +105,11 @@ async def list_dlq(
     summary="Move a dead-lettered job back to its queue (attempt 0, errors kept)",
     **WRITE,
 )
-async def retry_dlq(job_id: JobId, request: Request) -> Response:
-    return job_answer(await client_of(request).retry_dlq(job_id, actor=actor_of(request)))
+async def retry_dlq(job_id: JobId, request: Request, body: Reason = None) -> Response:
+    row = await client_of(request).retry_dlq(
+        job_id, actor=actor_of(request), reason=reason_of(body)
+    )
+    return job_answer(row)
 
 
 @dlq.post(
@@ -114,8 +119,8 @@ async def retry_dlq(job_id: JobId, request: Request) -> Response:
     summary="Delete a dead-lettered job for good",
     **WRITE,
 )
-async def purge_dlq(job_id: JobId, request: Request) -> Response:
-    await client_of(request).purge_dlq(job_id, actor=actor_of(request))
+async def purge_dlq(job_id: JobId, request: Request, body: Reason = None) -> Response:
+    await client_of(request).purge_dlq(job_id, actor=actor_of(request), reason=reason_of(body))
     return Response(status_code=204)
 
 
@@ -135,5 +140,8 @@ async def list_schedules(request: Request) -> Response:
     summary="Enqueue one job of the schedule now (its next tick stays)",
     **WRITE,
 )
-async def trigger_schedule(name: ScheduleName, request: Request) -> Response:
-    return job_answer(await client_of(request).trigger_schedule(name, actor=actor_of(request)))
+async def trigger_schedule(name: ScheduleName, request: Request, body: Reason = None) -> Response:
+    row = await client_of(request).trigger_schedule(
+        name, actor=actor_of(request), reason=reason_of(body)
+    )
+    return job_answer(row)

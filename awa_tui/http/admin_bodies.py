@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from awa_tui.actions import JobAction
+from awa_tui.http.bodies import ActionBody
 from storage import FailureGroup, PeriodicSchedule, QueueSummary
 
 DRY_RUN = (
@@ -48,7 +49,7 @@ class SchedulesOut(BaseModel):
     schedules: list[PeriodicSchedule]
 
 
-class GroupBody(BaseModel):
+class GroupBody(ActionBody):
     kind: str = Field(min_length=1, max_length=255)
     signature: str = Field(min_length=1, max_length=4096, description="The group's signature.")
     since: str | None = Field(None, description="As the list's since: the group's time range.")
@@ -56,7 +57,7 @@ class GroupBody(BaseModel):
     dry_run: bool = Field(True, description=DRY_RUN)
 
 
-class BulkBody(BaseModel):
+class BulkBody(ActionBody):
     """The jobs to act on: ``ids``, or a filter as ``GET /api/jobs`` takes it."""
 
     action: JobAction

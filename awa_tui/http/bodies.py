@@ -9,10 +9,10 @@ carry no output: not the completed one, and not a failed attempt's in an error e
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import Request
+from fastapi import Body, Request
 from pydantic import AwareDatetime, BaseModel, Field
 from starlette.responses import Response
 
@@ -66,13 +66,23 @@ class RetryBody(BaseModel):
     run_lease: int | None = None
 
 
-class JobActionBody(BaseModel):
+class ActionBody(BaseModel):
+    """An operator write's optional body: why, for its audit entry."""
+
     reason: str | None = Field(
         None, max_length=1000, description="Why, kept in the audit trail (GET /api/audit)."
     )
 
 
-class RetryJobBody(JobActionBody):
+Reason = Annotated[ActionBody | None, Body()]
+"""A write route's optional ``{"reason": ...}`` body (omitted, or null: no reason)."""
+
+
+def reason_of(body: ActionBody | None) -> str | None:
+    return body.reason if body is not None else None
+
+
+class RetryJobBody(ActionBody):
     args: Any = Field(
         None,
         description="New args for the retry (an edit-and-retry), checked against the kind's "
@@ -81,7 +91,7 @@ class RetryJobBody(JobActionBody):
     )
 
 
-class EnqueueBody(JobActionBody):
+class EnqueueBody(ActionBody):
     kind: str = Field(
         min_length=1, max_length=200, description="A kind with a handler or a published descriptor."
     )

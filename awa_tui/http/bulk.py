@@ -37,7 +37,12 @@ groups = APIRouter(prefix="/api/failure-groups", tags=["failure groups"], respon
 
 
 async def run_plan(
-    client: Client, plan: list[tuple[JobAction, list[int]]], *, dry_run: bool, actor: str
+    client: Client,
+    plan: list[tuple[JobAction, list[int]]],
+    *,
+    dry_run: bool,
+    actor: str,
+    reason: str | None,
 ) -> int:
     """The count of ``plan``'s jobs (``dry_run``), or how many its bulk actions acted on."""
     if dry_run:
@@ -45,7 +50,7 @@ async def run_plan(
     done = 0
     for action, ids in plan:
         if ids:
-            done += await client.bulk_action(action.value, ids=ids, actor=actor)
+            done += await client.bulk_action(action.value, ids=ids, actor=actor, reason=reason)
     return done
 
 
@@ -65,7 +70,11 @@ async def bulk(body: BulkBody, request: Request) -> Response:
         if filtered:
             raise InvalidFilter("Give ids or a filter (state, kind, queue, since, before, q).")
         count = await run_plan(
-            client, [(body.action, body.ids)], dry_run=body.dry_run, actor=actor_of(request)
+            client,
+            [(body.action, body.ids)],
+            dry_run=body.dry_run,
+            actor=actor_of(request),
+            reason=body.reason,
         )
     else:
         found = job_filter(
@@ -79,7 +88,11 @@ async def bulk(body: BulkBody, request: Request) -> Response:
         if found.job_id is not None:
             raise InvalidFilter(f"id:{found.job_id} names one job: pass ids [{found.job_id}].")
         count = await client.bulk_action(
-            body.action.value, found.where, dry_run=body.dry_run, actor=actor_of(request)
+            body.action.value,
+            found.where,
+            dry_run=body.dry_run,
+            actor=actor_of(request),
+            reason=body.reason,
         )
     return json_response({"action": body.action.value, "dry_run": body.dry_run, "count": count})
 
@@ -157,7 +170,9 @@ async def _act_on_group(request: Request, body: GroupBody, *, retry: bool) -> Re
         body.kind, body.signature, since=time_bound("since", body.since), queue=body.queue
     )
     plan = group_plan(members, retry=retry)
-    count = await run_plan(client, plan, dry_run=body.dry_run, actor=actor_of(request))
+    count = await run_plan(
+        client, plan, dry_run=body.dry_run, actor=actor_of(request), reason=body.reason
+    )
     action = "retry" if retry else "cancel"
     return json_response({"action": action, "dry_run": body.dry_run, "count": count})
 

@@ -20,9 +20,9 @@ from awa_tui.http.auth import actor_of, writable
 from awa_tui.http.bodies import (
     EnqueueBody,
     ErrorOut,
-    JobActionBody,
     JobListOut,
     JobOut,
+    Reason,
     RetryJobBody,
     TimelineOut,
     client_of,
@@ -31,6 +31,7 @@ from awa_tui.http.bodies import (
     job_json,
     json_response,
     page_json,
+    reason_of,
     timeline_json,
 )
 from awa_tui.http.errors import ApiError
@@ -243,13 +244,11 @@ async def retry_job(
     dependencies=[Depends(writable)],
     summary="Cancel a job that has not finished",
 )
-async def cancel_job(
-    job_id: JobId, request: Request, body: Annotated[JobActionBody | None, Body()] = None
-) -> Response:
-    reason = body.reason if body is not None else None
-    return job_answer(
-        await client_of(request).cancel_job(job_id, actor=actor_of(request), reason=reason)
+async def cancel_job(job_id: JobId, request: Request, body: Reason = None) -> Response:
+    row = await client_of(request).cancel_job(
+        job_id, actor=actor_of(request), reason=reason_of(body)
     )
+    return job_answer(row)
 
 
 @router.delete(
@@ -259,6 +258,6 @@ async def cancel_job(
     dependencies=[Depends(writable)],
     summary="Delete a completed, failed, cancelled or dead-lettered job",
 )
-async def delete_job(job_id: JobId, request: Request) -> Response:
-    await client_of(request).delete_job(job_id, actor=actor_of(request))
+async def delete_job(job_id: JobId, request: Request, body: Reason = None) -> Response:
+    await client_of(request).delete_job(job_id, actor=actor_of(request), reason=reason_of(body))
     return Response(status_code=204)

@@ -71,12 +71,13 @@ class QueueCollector(Collector):
 def queue_families(queues: Sequence[QueueSummary]) -> Iterator[GaugeMetricFamily]:
     depth = GaugeMetricFamily(
         "awa_queue_depth",
-        "Live jobs per queue and state (available stops at the read's cap: see capped)",
+        "Live jobs per queue and state (available, scheduled and retryable stop at the read's"
+        " cap: see capped)",
         labels=["queue", "state"],
     )
     capped = GaugeMetricFamily(
         "awa_queue_depth_capped",
-        "1 if the available count stopped at the read's cap (the depth is at least that)",
+        "1 if a depth of the queue stopped at the read's cap (that depth is at least the cap)",
         labels=["queue"],
     )
     lag = GaugeMetricFamily(

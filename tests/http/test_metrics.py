@@ -16,6 +16,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -186,3 +187,41 @@ async def test_readyz_refuses_a_database_that_became_another_tools(pg_dsn: str) 
     assert readyz.status_code == 503
     assert readyz.text.startswith("not ready: this database was made by Awa (schema version 8)")
     assert readyz.text.count("\n") == 1
+
+
+def _series(text: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    return {(s.name, tuple(sorted(s.labels.items()))) for s in samples(text)}
+
+
+async def test_scrapes_keep_nothing_and_a_vanished_queue_leaves_no_series(
+    client: Client, kind: str
+) -> None:
+    """Flat over hours: a scrape builds its gauges from that read alone and registers nothing
+    (not in the worker's registry, not in prometheus_client's global one), so repeated scrapes
+    answer the same series, and a queue that is gone is gone from the next scrape."""
+    registry = client.enable_prometheus()
+
+    @client.task(kind=kind)
+    async def handle(job: Job[dict[str, int]]) -> None:
+        return None
+
+    later = await client.insert({"n": 1}, kind=kind, queue="later", run_at=_in_an_hour())
+    await client.insert({"n": 2}, kind=kind, queue="now")
+    families = {m.name for m in REGISTRY.collect()}
+    own = {m.name for m in registry.collect()}
+    async with asgi_client(create_probe_app(client, registry)) as http:
+        first = _series((await http.get("/metrics")).text)
+        for _ in range(30):
+            again = _series((await http.get("/metrics")).text)
+        assert again == first
+        assert ("awa_queue_depth", (("queue", "later"), ("state", "scheduled"))) in first
+        await client.cancel_job(later.id)  # its queue had nothing else: no lanes, no settings
+        gone = _series((await http.get("/metrics")).text)
+    assert [s for s in gone if ("queue", "later") in s[1]] == []
+    assert ("awa_queue_depth", (("queue", "now"), ("state", "available"))) in gone
+    assert {m.name for m in REGISTRY.collect()} == families
+    assert {m.name for m in registry.collect()} == own
+
+
+def _in_an_hour() -> datetime:
+    return datetime.now(UTC) + timedelta(hours=1)

@@ -4,14 +4,13 @@ state however many jobs of other states finished meanwhile."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncpg
 import orjson
 
 from storage.read import listing, listing_filter
 from storage.read.listing_filter import ListFilter, SortOrder
 from tests.storage.migration_db import locks_on_schema
+from tests.storage.plans import index_names
 
 INDEX = "done_entries_state_finalized_at_idx"
 HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
@@ -34,13 +33,6 @@ async def test_a_schema_from_before_v006_gets_it(conn: asyncpg.Connection, schem
     assert await conn.fetchval(HAS_INDEX, INDEX)
 
 
-def _index_names(plan: dict[str, Any]) -> set[str]:
-    names = {plan["Index Name"]} if "Index Name" in plan else set()
-    for child in plan.get("Plans", []):
-        names |= _index_names(child)
-    return names
-
-
 async def test_failed_jobs_by_finish_time_read_the_state_range(conn: asyncpg.Connection) -> None:
     """20,000 completed and 5 failed done entries: the failed page sorted by finish time uses
     the new index, and one under a time range a state-first index (v004's finalized_at index
@@ -61,7 +53,7 @@ async def test_failed_jobs_by_finish_time_read_the_state_range(conn: asyncpg.Con
         )
         sql = listing.DONE.sql(order)
         text = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *params, "failed", *cursor)
-        names = _index_names(orjson.loads(text)[0]["Plan"])
+        names = index_names(orjson.loads(text)[0]["Plan"])
         # by time: the new index; by id: either state-first index, never a walk of all states
         wanted = "_state_finalized_at" if since is None else "_state_"
         assert any(wanted in name for name in names), (order, since, names)

@@ -5,7 +5,6 @@ Installed schemas get the swap, a re-run takes no lock, an upgrade from v006 kee
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import orjson
@@ -16,6 +15,7 @@ from storage import Client, Job, JobState, RetryAfter
 from storage.db.migrator import migrate
 from storage.db.pool import connect_once
 from tests.storage.migration_db import database_at, locks_on_schema
+from tests.storage.plans import index_names
 
 NEW, OLD = "ready_entries_job_id_idx", "ready_entries_job_id_run_lease_idx"
 HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
@@ -90,13 +90,6 @@ async def test_an_upgrade_from_v006_keeps_every_job(v006_dsn: str) -> None:
         assert (after.state, after.output) == (JobState.COMPLETED, {"n": 2})
 
 
-def _index_names(plan: dict[str, Any]) -> set[str]:
-    names = {plan["Index Name"]} if "Index Name" in plan else set()
-    for child in plan.get("Plans", []):
-        names |= _index_names(child)
-    return names
-
-
 async def test_a_lookup_by_job_and_run_lease_reads_the_job_index(conn: asyncpg.Connection) -> None:
     await conn.execute(
         "INSERT INTO ready_entries (slot, job_id, kind, queue, args, priority, attempt,"
@@ -110,7 +103,7 @@ async def test_a_lookup_by_job_and_run_lease_reads_the_job_index(conn: asyncpg.C
         5000,
         2,
     )
-    names = _index_names(orjson.loads(text)[0]["Plan"])
+    names = index_names(orjson.loads(text)[0]["Plan"])
     assert names == {"ready_entries_0_job_id_idx"}
     found = await conn.fetch(
         "SELECT attempt FROM ready_entries WHERE job_id = $1 AND run_lease = $2", 5000, 2

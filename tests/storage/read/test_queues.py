@@ -10,7 +10,8 @@ import asyncpg
 import pytest
 
 from storage import Client, InvalidName, Job, JobState, QueueSummary
-from storage.read.queues import DONE_SCAN_CAP, MINUTES, RECENT
+from storage.read import queues
+from storage.read.queues import DONE_SCAN_CAP, MINUTES
 from tests.storage.observe import until
 
 Args = dict[str, Any]
@@ -145,13 +146,12 @@ async def test_summary_reads_done_entries_up_to_the_cap_and_says_so(
 
     await client.insert_many([{}] * 4, kind="bad", max_attempts=1)
     await client.run_until_idle(["q"])
-    rows = await conn.fetch(RECENT, 3, 1000)  # the same statement with a cap of 3 done rows
-    (marker,) = [r for r in rows if r["queue"] is None]
-    assert marker["oldest"] is not None
-    assert sum(r["n"] for r in rows if r["queue"] == "q") == 3
-    rows = await conn.fetch(RECENT, 1000, 1000)
-    (marker,) = [r for r in rows if r["queue"] is None]
-    assert marker["oldest"] is None  # nothing stopped at a cap: exact for the whole hour
+    (capped,) = await queues.list_queues(conn, done_cap=3)  # the same read, 3 done rows
+    assert capped.failed_1h == 3
+    assert not capped.hour_exact
+    assert capped.exact_since > capped.read_at - timedelta(hours=1)
+    (uncapped,) = await queues.list_queues(conn, done_cap=1000)
+    assert uncapped.hour_exact  # nothing stopped at a cap: exact for the whole hour
     summary = await _summary(client, "q")  # the real cap is far above 4
     assert summary.failed_1h == 4
     assert DONE_SCAN_CAP > 4
@@ -179,3 +179,37 @@ async def test_summary_leaves_out_completions_older_than_an_hour(
 
 def _later() -> datetime:
     return datetime.now(UTC) + timedelta(hours=1)
+
+
+async def test_each_count_reads_at_most_the_cap_and_says_when_it_stopped(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """The summary's counts are exact up to the cap and "at least" past it: per lane the
+    available jobs among its first ``cap`` sequence numbers (cancelled ones not counted), per
+    queue and deferred state ``cap + 1`` index entries."""
+
+    @client.task(kind="k")
+    async def handler(job: Job[Args]) -> None:
+        return None
+
+    await client.insert_many([{}] * 5, kind="k", queue="deep")
+    await client.insert_many([{}] * 2, kind="k", queue="deep", priority=1)
+    first, *_ = await client.insert_many([{}] * 3, kind="k", queue="short", returning="ids")
+    await client.cancel_job(first)
+    await client.insert_many([{}] * 4, kind="k", queue="later", run_at=_later())
+
+    deep, later, short = await queues.list_queues(conn, cap=3)
+    assert (deep.queue, later.queue, short.queue) == ("deep", "later", "short")
+    # two lanes: 3 (stopped at the cap) + 2 (exact), a lower bound
+    assert deep.counts[JobState.AVAILABLE] == 5
+    assert deep.capped == {JobState.AVAILABLE}
+    assert short.counts[JobState.AVAILABLE] == 2  # the cancelled one is not available
+    assert not short.capped
+    assert later.counts[JobState.SCHEDULED] == 3
+    assert later.capped == {JobState.SCHEDULED}
+    assert later.lag is None
+
+    exact = {q.queue: q for q in await client.list_queues()}  # the real cap
+    assert exact["deep"].counts[JobState.AVAILABLE] == 7
+    assert exact["later"].counts[JobState.SCHEDULED] == 4
+    assert not any(q.capped for q in exact.values())

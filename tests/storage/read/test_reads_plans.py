@@ -18,8 +18,10 @@ from pydantic import BaseModel
 
 from storage import Client, Job
 from storage.db.sql import UNCLAIMED_READY
-from storage.read import listing, listing_filter
+from storage.read import listing, listing_filter, queues
+from storage.read.counting import COUNT_CAP
 from storage.read.descriptors import KIND_COUNTS
+from tests.storage.plans import plan_nodes
 
 JOBS = 3_000
 
@@ -30,13 +32,6 @@ class Tick(BaseModel):
 
 async def _noop(job: Job[Tick]) -> None:
     return None
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found.extend(_nodes(child))
-    return found
 
 
 async def _scanned_ready_partitions(conn: asyncpg.Connection, sql: str, *params: Any) -> set[str]:
@@ -54,7 +49,7 @@ async def _scanned_ready_partitions(conn: asyncpg.Connection, sql: str, *params:
     assert holding, "the load left no analyzed ready entries to look at"
     return {
         node["Relation Name"]
-        for node in _nodes(plan)
+        for node in plan_nodes(plan)
         if node["Node Type"] == "Seq Scan" and node.get("Relation Name") in holding
     }
 
@@ -90,3 +85,13 @@ async def test_every_read_of_unclaimed_entries_reads_lanes_through_their_index(
     sql = f"SELECT r.kind, r.job_id FROM {UNCLAIMED_READY}"
     assert await _scanned_ready_partitions(conn, sql) == set()
     assert UNCLAIMED_READY in KIND_COUNTS
+
+
+async def test_the_queue_summaries_read_lanes_through_their_index(
+    client: Client, conn: asyncpg.Connection
+) -> None:
+    """Every ``/metrics`` scrape reads them: a scan of the ready entries would grow with the
+    history and the backlog."""
+    await _loaded_without_lane_statistics(client, conn)
+    caps = (COUNT_CAP, queues.DONE_SCAN_CAP, queues.BATCH_SCAN_CAP)
+    assert await _scanned_ready_partitions(conn, queues.SUMMARIES, *caps) == set()
