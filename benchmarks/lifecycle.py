@@ -4,23 +4,26 @@ Each run inserts N jobs into a fresh schema and runs them with the real runtime 
 no output (baseline), 100 B (ADR-048's gate, next to its baseline in flipping order, ratios
 paired), 4 KiB numeric array and many-key object, general path via tags and via a unique key,
 handlers that await 50 ms (1/4 the jobs) or spin 5 ms of CPU (1/20), no output by ``awa-tui
-worker --processes 1`` / ``2`` (their CPU counts as the client's). The fast cases run the same
-number of jobs: a run has a fixed cost (start, the last claims, the idle check, shutdown: about
-0.2-0.4 s here), so a smaller run would be charged more per job. Workers 0 means the engine's
-own sizing (``storage.runtime.sizing``). Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU
-(and the GC's share) and server CPU per job; and the run phase's own client and server CPU per
-job, the two-core bound they imply (cores / their sum) and the run's jobs/s over it.
+worker --processes 1`` / ``2`` (their CPU counts as the client's), and 100 B with the
+completion flush committed synchronously as before issue #28 (``syncflush``, an A/B against
+``small100``). The fast cases run the same number of jobs: a run has a fixed cost (start, the
+last claims, the idle check, shutdown: about 0.2-0.4 s here), so a smaller run would be
+charged more per job. Workers 0 means the engine's own sizing (``storage.runtime.sizing``).
+Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the GC's share) and server
+CPU per job; and the run phase's own client and server CPU per job, the two-core bound they
+imply (cores / their sum) and the run's jobs/s over it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +32,7 @@ import orjson
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
 from storage import Client, Job, Tasks
+from storage.runtime import batcher
 
 NAME = "lifecycle"
 OUTPUT_POOL = 1_024
@@ -51,6 +55,7 @@ class Case:
     processes: int = 0  # run by `awa-tui worker --processes N` (N x workers), not in-process
     share: int = 1  # runs 1/share of the planned jobs (at least 200)
     slow: str = ""  # "sleep" (await 50 ms) or "cpu" (5 ms of CPU without awaiting)
+    sync_flush: bool = False  # the completion flush waits for its WAL, as before issue #28
 
     def jobs(self, plan_jobs: int) -> int:
         return max(200, plan_jobs // self.share) if self.share > 1 else plan_jobs
@@ -72,6 +77,7 @@ CASES = (
     Case("procs2", "no output, 2 worker processes", None, processes=2),
     Case("sleep50", "handler awaits 50 ms, no output", None, share=4, slow="sleep"),
     Case("cpu5", "handler spins 5 ms of CPU, no output", None, share=20, slow="cpu"),
+    Case("syncflush", "100 B output, flush committed synchronously", engine.SMALL, sync_flush=True),
 )
 BASELINE, GATED = CASES[0], CASES[1]
 
@@ -135,7 +141,7 @@ async def run_once(
         start_lsn = await h.wal_lsn(conn)
         cpu_started = time.process_time()
         started = time.perf_counter()
-        with h.GcClock() as gc_clock:
+        with h.GcClock() as gc_clock, flush_commit(case.sync_flush):
             args = [engine.Noop(i) for i in range(jobs)]
             await engine.insert_all(client, args, **case.insert_options())
             inserted = time.perf_counter()
@@ -269,6 +275,20 @@ def run_bound_cells(mine: Sequence[Run]) -> list[str]:
     cells = [h.Stat.of(r.jobs / r.run_s for r in mine), h.Stat.of(client), h.Stat.of(server)]
     cells.append(h.Stat.of(limit))
     return [c.fmt() for c in cells] + [h.Stat.of(r.run_bound_share for r in mine).fmt(".2f")]
+
+
+@contextlib.contextmanager
+def flush_commit(synchronous: bool) -> Iterator[None]:
+    """With ``synchronous``, the handler flush's transaction begins as it did before issue #28
+    (a plain BEGIN: its commit waits for the WAL flush), the A/B case for ``BEGIN_FLUSH``."""
+    if not synchronous:
+        yield
+        return
+    kept, batcher.BEGIN_FLUSH = batcher.BEGIN_FLUSH, "BEGIN"
+    try:
+        yield
+    finally:
+        batcher.BEGIN_FLUSH = kept
 
 
 def register_slow(client: Client, slow: str) -> None:

@@ -140,6 +140,25 @@ async def snapshot(conn: Conn) -> AsyncIterator[None]:
 
 
 @asynccontextmanager
+async def begun(conn: Conn, begin: str) -> AsyncIterator[None]:
+    """A transaction as ``conn.transaction()`` runs one, begun by ``begin`` (a ``BEGIN`` and its
+    ``SET LOCAL``s in one round trip: the claim's, the handler flush's); inside a caller's
+    transaction, a savepoint as ``conn.transaction()`` nests (the caller's settings kept)."""
+    if conn.is_in_transaction():
+        async with conn.transaction():
+            yield
+        return
+    await conn.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if not conn.is_closed():
+            await conn.execute("ROLLBACK")
+        raise
+    await conn.execute("COMMIT")
+
+
+@asynccontextmanager
 async def pooled(pool: asyncpg.Pool) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
     """A connection from ``pool`` that always comes back (``give_back``). Every connection the
     engine borrows is borrowed here, except the listener's, held across calls, which goes back

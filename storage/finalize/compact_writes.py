@@ -136,7 +136,16 @@ def array_text(values: Iterable[int]) -> str:
 async def complete_compact(
     conn: Conn, items: list[CompactCompletion], *, outputs_supported: bool
 ) -> list[Outcome]:
-    """Complete many attempts on the compact path in one transaction (one flush); the
+    """``write_compact`` in a transaction of its own, committed synchronously (the batcher
+    begins its flushes' own, ``storage.runtime.batcher.BEGIN_FLUSH``)."""
+    async with conn.transaction():
+        return await write_compact(conn, items, outputs_supported=outputs_supported)
+
+
+async def write_compact(
+    conn: Conn, items: list[CompactCompletion], *, outputs_supported: bool
+) -> list[Outcome]:
+    """Inside a transaction: complete many attempts on the compact path (one flush); the
     outcomes come in the order of ``items``."""
     job_ids, run_leases, claim_ids, _, texts, stated = zip(*items, strict=True)
     claims = sorted(set(claim_ids))
@@ -147,29 +156,26 @@ async def complete_compact(
         else OUTPUT_SEPARATOR.join([t or "" for t in texts] if missing else texts)
     )
     parts = split_parts(items, outputs)
-    async with conn.transaction():
-        await lock_claims(conn, claims)
-        row = await conn.fetchrow(
-            COMPLETE_COMPACT_SQL[outputs_supported],
-            array_text(job_ids),
-            array_text(run_leases),
-            array_text(claim_ids),
-            None if parts is None else array_text(parts),
-            outputs,
-            claims,
-        )
-        assert row is not None  # one row, always
-        outcomes = _outcomes(items, row)
-        if any(stated):
-            done = [
-                i
-                for i, o in zip(items, outcomes, strict=True)
-                if i.has_state and o is Outcome.WRITTEN
-            ]
-            if done:
-                await conn.execute(
-                    DROP_ATTEMPT_STATES, [i.job_id for i in done], [i.run_lease for i in done]
-                )
+    await lock_claims(conn, claims)
+    row = await conn.fetchrow(
+        COMPLETE_COMPACT_SQL[outputs_supported],
+        array_text(job_ids),
+        array_text(run_leases),
+        array_text(claim_ids),
+        None if parts is None else array_text(parts),
+        outputs,
+        claims,
+    )
+    assert row is not None  # one row, always
+    outcomes = _outcomes(items, row)
+    if any(stated):
+        done = [
+            i for i, o in zip(items, outcomes, strict=True) if i.has_state and o is Outcome.WRITTEN
+        ]
+        if done:
+            await conn.execute(
+                DROP_ATTEMPT_STATES, [i.job_id for i in done], [i.run_lease for i in done]
+            )
     return outcomes
 
 

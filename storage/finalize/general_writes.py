@@ -8,10 +8,10 @@ batch). An attempt that is not open gets nothing: its outcome is ``ALREADY`` whe
 executor closed it (a flush retried after a lost acknowledgement), else ``STALE``.
 
 One transaction of four statements for any number of attempts: BEGIN, the locks, ``COMPLETE``
-and COMMIT. The batcher flushes the runtime's general completions through ``complete_many``; a
-completion with staged follow-ups (``attempt_writes.complete_general``) and an external
-completion (``callbacks``, which adds its callback guard and the notice) run the same
-statement for one attempt.
+and COMMIT. The batcher flushes the runtime's general completions through
+``lock_and_write_many`` (in its flush's transaction); a completion with staged follow-ups
+(``attempt_writes.complete_general``) and an external completion (``callbacks``, which adds
+its callback guard and the notice) run the same statement for one attempt.
 """
 
 from __future__ import annotations
@@ -177,13 +177,13 @@ async def write_many(
     }
 
 
-async def complete_many(
+async def lock_and_write_many(
     conn: Conn, items: Sequence[GeneralCompletion], *, outputs_supported: bool
 ) -> dict[AttemptKey, Outcome]:
-    """Complete many attempts on the general path in one transaction (one flush)."""
-    async with conn.transaction():
-        await lock(conn, [i.ref for i in items])
-        return await write_many(conn, items, outputs_supported=outputs_supported)
+    """Inside a transaction (the batcher's flush): lock many attempts on the general path and
+    complete those still open."""
+    await lock(conn, [i.ref for i in items])
+    return await write_many(conn, items, outputs_supported=outputs_supported)
 
 
 async def write_external(

@@ -1,7 +1,7 @@
 """The completion batcher: completions are flushed together, at 512 jobs or about 1 ms after
 the first request, in one transaction per flush: compact ones through ``compact_writes``,
 general-path ones without staged follow-ups through ``general_writes`` (a flush of its own,
-on the same timer).
+on the same timer). Every flush commits asynchronously (``BEGIN_FLUSH`` says why).
 
 The batcher owns each request's sealed output until the flush commits and lends it to every
 retry, so a flush retried after a lost connection publishes the same value; a retry that finds
@@ -16,7 +16,7 @@ from typing import Generic, Protocol, TypeVar
 
 import asyncpg
 
-from storage.db.pool import Conn, pooled
+from storage.db.pool import Conn, begun, pooled
 from storage.finalize import compact_writes, general_writes
 from storage.finalize.types import CompactCompletion, GeneralCompletion, Outcome
 from storage.runtime.supervise import retry_transient
@@ -26,7 +26,7 @@ FLUSH_DELAY_SECONDS = 0.001
 
 T = TypeVar("T", CompactCompletion, GeneralCompletion)
 Write = Callable[[Conn, list[T], bool], Awaitable[list[Outcome]]]
-"""Writes a flush and answers one outcome per item, in item order."""
+"""Writes a flush inside its transaction and answers one outcome per item, in item order."""
 
 
 class Pending(Protocol[T]):
@@ -71,16 +71,50 @@ class _Queue(Generic[T]):
         return batch
 
 
-async def _write_compact(
+# A flush's transaction commits without waiting for its WAL to reach the disk (for this
+# transaction only; every flush begins with it, in the round trip BEGIN takes anyway). The
+# batcher flushes only what a runtime's handlers ended with (``executor``): nobody outside
+# the runtime is waiting to be told "done" by it. An external completion (``callbacks``, over
+# HTTP or Python), an operator's write, an enqueue, a failure, a snooze, a park, a rescue and
+# a completion with staged follow-ups each commit in their own transaction, synchronously.
+# Why a flush lost in a server crash (up to ~3 x wal_writer_delay after its commit) keeps
+# every promise:
+# - It is the worker dying just before the flush: the attempts stay open (running, no closure,
+#   no receipt row), the runtime has stopped heartbeating them, and rescue retries each once
+#   its heartbeat (or its claim) is older than the stale bound: at-least-once, as for a lost
+#   claim (``claim``). The flush's outputs go with it: an output is published only by its
+#   attempt's transition, in the same transaction.
+# - No durable write can depend on a lost flush. WAL reaches the disk in order, and any later
+#   commit that waits (an enqueue reusing a released unique key, an operator's retry of a
+#   completed job, a rescue, any durable write) flushes the WAL past the flush's commit
+#   record: whatever a synchronous commit did after reading the completion is durable only
+#   with it.
+# - What a crash can undo: readers (the console, ``get_job``, HTTP reads) and this runtime's
+#   own listeners and metrics may have seen the completion before the crash, and see the job
+#   complete again, maybe with another output, after the rescue. Runs are at-least-once
+#   already; an attempt that completes twice in a job's history is what a rescue looks like.
+# - The flush's retry after a lost connection stays lease-guarded: its commit survived
+#   (``ALREADY``) or it did not (written now), never both.
+BEGIN_FLUSH = "BEGIN; SET LOCAL synchronous_commit = off"
+
+
+async def flush_on(conn: Conn, write: Write[T], items: list[T], supported: bool) -> list[Outcome]:
+    """One flush of ``items`` by ``write`` on ``conn``, in a transaction begun by
+    ``BEGIN_FLUSH``: the one place a handler's completion commits asynchronously."""
+    async with begun(conn, BEGIN_FLUSH):
+        return await write(conn, items, supported)
+
+
+async def write_compact(
     conn: Conn, items: list[CompactCompletion], supported: bool
 ) -> list[Outcome]:
-    return await compact_writes.complete_compact(conn, items, outputs_supported=supported)
+    return await compact_writes.write_compact(conn, items, outputs_supported=supported)
 
 
-async def _write_general(
+async def write_general(
     conn: Conn, items: list[GeneralCompletion], supported: bool
 ) -> list[Outcome]:
-    outcomes = await general_writes.complete_many(conn, items, outputs_supported=supported)
+    outcomes = await general_writes.lock_and_write_many(conn, items, outputs_supported=supported)
     return [outcomes[item.ref.key] for item in items]
 
 
@@ -101,8 +135,8 @@ class CompletionBatcher:
         self._outputs_supported = outputs_supported
         self._flush_size = flush_size
         self._flush_delay = flush_delay
-        self._compact = _Queue[CompactCompletion](_write_compact, "completion flush")
-        self._general = _Queue[GeneralCompletion](_write_general, "general completion flush")
+        self._compact = _Queue[CompactCompletion](write_compact, "completion flush")
+        self._general = _Queue[GeneralCompletion](write_general, "general completion flush")
         self._timer: asyncio.TimerHandle | None = None
         self._held = 0  # callers of ``hold`` not yet released: no flush by the clock meanwhile
         self._flushes: set[asyncio.Task[None]] = set()
@@ -191,7 +225,7 @@ class CompletionBatcher:
             supported = await self._outputs_supported()
             async with pooled(self._pool) as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.
-                return await queue.write(conn, items, supported)
+                return await flush_on(conn, queue.write, items, supported)
 
         # Transient: the connection or the server (including asyncpg's "another operation is
         # in progress" on a connection killed mid-statement).

@@ -14,12 +14,11 @@ after the lock is held, so it sees everything every earlier lock holder committe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from storage.db.pool import Conn
+from storage.db.pool import Conn, begun
 from storage.db.sql import with_or_without
 
 # The claim's transaction, begun with a generic plan for its statements in the one round trip
@@ -38,10 +37,12 @@ from storage.db.sql import with_or_without
 #   claim_seq, the claim_batches row and the claim id go back to where they were, so after the
 #   restart the jobs are claimed again, with the same run leases. Their handlers may have run
 #   meanwhile: that is at-least-once, as after a rescue (a job may run twice, never zero times).
-# - No durable write can depend on a lost claim. WAL is flushed in order, and every other write
-#   commits synchronously (completion flushes, failures, heartbeats, rescue, operators), which
-#   flushes the WAL up to its own commit record, past the claim's: a completion, a heartbeat or
-#   a rescue that is durable proves its claim is.
+# - No durable write can depend on a lost claim. WAL reaches the disk in order, a prefix at a
+#   time, and every write about the claim's jobs commits after the claim did: a completion, a
+#   heartbeat or a rescue that is durable proves its claim is. Most of them commit
+#   synchronously (failures, heartbeats, rescue, operators), flushing the WAL past the claim's
+#   commit record; the handler completion flush does not wait either (``batcher``), and a
+#   crash that loses the claim loses it too.
 # - A completion retried after the restart is lease-guarded as always (its claim id, job id
 #   and run lease must be an open attempt of a committed claim batch): it is stale, or, if the
 #   same job was claimed again with the same lease and id, it completes the job with the
@@ -162,7 +163,7 @@ async def claim_batch(
     """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work, and no
     more than ``queue_room`` allows for that lane's queue; the batch records ``runtime_id``
     (None: a runtime without a registry row, on a schema before v010)."""
-    async with _generic_transaction(conn):
+    async with begun(conn, BEGIN_GENERIC):
         lane = await conn.fetchrow(LOCK_LANE, queues)
         if lane is None:
             return []
@@ -178,24 +179,6 @@ async def claim_batch(
     # The columns come in ClaimedJob's field order, the batch's values last.
     new = tuple.__new__
     return [new(ClaimedJob, (*r, queue, priority, claimed_at)) for r in rows]
-
-
-@asynccontextmanager
-async def _generic_transaction(conn: Conn) -> AsyncIterator[None]:
-    """A transaction as ``conn.transaction()`` runs one, begun by ``BEGIN_GENERIC``; inside a
-    caller's transaction, a savepoint as ``conn.transaction()`` nests (plans left as they are)."""
-    if conn.is_in_transaction():
-        async with conn.transaction():
-            yield
-        return
-    await conn.execute(BEGIN_GENERIC)
-    try:
-        yield
-    except BaseException:
-        if not conn.is_closed():
-            await conn.execute("ROLLBACK")
-        raise
-    await conn.execute("COMMIT")
 
 
 async def ready_times(conn: Conn, job_id: int, run_lease: int) -> tuple[datetime, datetime] | None:

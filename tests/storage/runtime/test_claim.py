@@ -228,8 +228,9 @@ def item_handler(client: Client) -> None:
 async def test_every_claim_runs_generic_plans_inside_its_transaction_only(
     client: Client, item_handler: None
 ) -> None:
-    """The claim's asynchronous commit is its own too: every later write on the connection
-    commits synchronously, which is what keeps a lost claim harmless (``claim.BEGIN_GENERIC``)."""
+    """The claim's asynchronous commit is its own too: a later write on the connection commits
+    synchronously unless it asks otherwise, so a durable write after a lost claim cannot be
+    (``claim.BEGIN_GENERIC``)."""
     await client.insert_many([Item(n=i) for i in range(2 * CLAIMS)])
     async with client.pool.acquire() as c:
         runtime_id = await runtimes.register(c, "plans")  # as a runtime claims

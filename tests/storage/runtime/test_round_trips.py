@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, Job, JobState, WaitForCallback
-from storage.runtime import claim, executor
+from storage.runtime import batcher, claim, executor
 from storage.testing import AttemptWaiter
 
 POOL_SIZE = 10  # Client.connect's default pool: every connection gets the logger
@@ -35,10 +35,12 @@ class StatementCounter:
     def __init__(self) -> None:
         self.on = False
         self.counts: Counter[str] = Counter()
+        self.queries: list[str] = []
 
     def __call__(self, record: Any) -> None:
         if self.on:
-            self.counts[str(record.query).split(None, 1)[0].rstrip(";").upper()] += 1
+            self.queries.append(str(record.query))
+            self.counts[self.queries[-1].split(None, 1)[0].rstrip(";").upper()] += 1
 
     async def attach(self, client: Client) -> None:
         """Open every connection of the pool and log on each (loggers survive a release)."""
@@ -51,6 +53,7 @@ class StatementCounter:
     async def count(self, call: Awaitable[Any]) -> tuple[int, int]:
         """(statements, transactions) sent while ``call`` runs."""
         self.counts.clear()
+        self.queries.clear()
         self.on = True
         try:
             await call
@@ -127,6 +130,8 @@ async def test_external_completion_with_an_output_is_seven_statements(client: Cl
     )
     assert sent <= 7, counter.counts
     assert transactions == 1, counter.counts
+    # Its caller is told "done": it commits synchronously, unlike a handler's flush.
+    assert [q for q in counter.queries if "synchronous_commit" in q] == []
 
 
 @pytest.mark.parametrize("insert", [{}, {"tags": ["t"]}], ids=["plain", "tags"])
@@ -145,4 +150,5 @@ async def test_runtime_completes_many_jobs_per_transaction(
     )
     assert sent / RUNTIME_JOBS <= 1.5, counter.counts
     assert transactions / RUNTIME_JOBS <= 0.3, counter.counts
+    assert batcher.BEGIN_FLUSH in counter.queries  # the completions' asynchronous commit
     assert (await client.counts()).by_state[JobState.COMPLETED] == RUNTIME_JOBS
