@@ -46,3 +46,7 @@ async def database_at(pg_dsn: str, prefix: str, version: int) -> AsyncIterator[s
 async def locks_on_schema(conn: asyncpg.Connection, schema: str) -> int:
     """Relation locks this session holds in ``schema`` (inside the caller's transaction)."""
     return int(await conn.fetchval(LOCKS_ON_SCHEMA, schema))
+
+
+HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
+"""Whether the index named ``$1`` exists in the connection's current schema."""

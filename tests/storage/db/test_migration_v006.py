@@ -9,11 +9,10 @@ import orjson
 
 from storage.read import listing, listing_filter
 from storage.read.listing_filter import ListFilter, SortOrder
-from tests.storage.migration_db import locks_on_schema
+from tests.storage.migration_db import HAS_INDEX, locks_on_schema
 from tests.storage.plans import index_names
 
 INDEX = "done_entries_state_finalized_at_idx"
-HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
 
 
 async def test_installed_schemas_have_it_and_a_rerun_takes_no_lock(

@@ -14,11 +14,10 @@ from pydantic import BaseModel
 from storage import Client, Job, JobState, RetryAfter
 from storage.db.migrator import migrate
 from storage.db.pool import connect_once
-from tests.storage.migration_db import database_at, locks_on_schema
+from tests.storage.migration_db import HAS_INDEX, database_at, locks_on_schema
 from tests.storage.plans import index_names
 
 NEW, OLD = "ready_entries_job_id_idx", "ready_entries_job_id_run_lease_idx"
-HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
 
 
 class Work(BaseModel):

@@ -17,11 +17,10 @@ from storage.db.migrator import migrate
 from storage.db.pool import connect_once
 from storage.read import queues
 from storage.read.counting import COUNT_CAP
-from tests.storage.migration_db import database_at, locks_on_schema
+from tests.storage.migration_db import HAS_INDEX, database_at, locks_on_schema
 from tests.storage.plans import explain, index_names, seq_scanned
 
 INDEX = "deferred_jobs_queue_state_idx"
-HAS_INDEX = "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1) IS NOT NULL"
 
 
 @pytest.fixture
