@@ -43,29 +43,6 @@ NOTHING_TO_COMPARE = (
 )
 
 
-class CompleteBody(BaseModel):
-    payload: Any = Field(
-        None, description="Accepted for senders that send one; never stored, never logged."
-    )
-    output: Any = Field(
-        None,
-        description=f"The job's output: any JSON value up to {MAX_OUTPUT_BYTES} bytes, checked "
-        "against the kind's declared output schema. Omitted or null: no output.",
-    )
-    run_lease: int | None = Field(
-        None, description="The attempt you saw; another attempt's callback answers 409."
-    )
-
-
-class FailBody(BaseModel):
-    error: str = Field(min_length=1, max_length=4096, description="Kept in the error history.")
-    run_lease: int | None = None
-
-
-class RetryBody(BaseModel):
-    run_lease: int | None = None
-
-
 class ActionBody(BaseModel):
     """An operator write's optional body: why, for its audit entry."""
 
@@ -80,6 +57,29 @@ Reason = Annotated[ActionBody | None, Body()]
 
 def reason_of(body: ActionBody | None) -> str | None:
     return body.reason if body is not None else None
+
+
+class CompleteBody(ActionBody):
+    payload: Any = Field(
+        None, description="Accepted for senders that send one; never stored, never logged."
+    )
+    output: Any = Field(
+        None,
+        description=f"The job's output: any JSON value up to {MAX_OUTPUT_BYTES} bytes, checked "
+        "against the kind's declared output schema. Omitted or null: no output.",
+    )
+    run_lease: int | None = Field(
+        None, description="The attempt you saw; another attempt's callback answers 409."
+    )
+
+
+class FailBody(ActionBody):
+    error: str = Field(min_length=1, max_length=4096, description="Kept in the error history.")
+    run_lease: int | None = None
+
+
+class RetryBody(ActionBody):
+    run_lease: int | None = None
 
 
 class RetryJobBody(ActionBody):
@@ -110,7 +110,7 @@ class EnqueueBody(ActionBody):
     )
 
 
-class HeartbeatBody(BaseModel):
+class HeartbeatBody(ActionBody):
     timeout_seconds: float = Field(
         3600,
         gt=0,

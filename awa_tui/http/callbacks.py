@@ -4,7 +4,8 @@ An invalid output is a 400 and completes nothing: the job keeps waiting, so the 
 retry with a corrected one. A valid output the schema cannot store (no output columns yet) is
 dropped, counted by the engine, and the completion goes ahead, because a webhook sender cannot
 recover from a refused completion; the answer then says ``Awa-Output-Dropped:
-schema_missing``. The payload is accepted and neither stored nor logged.
+schema_missing``. The payload is accepted and neither stored nor logged. Each body takes an
+optional ``reason``, kept in the write's audit entry as every operator write's is.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ async def complete(
         callback_id,
         ExternalCompletion(output=body.output, run_lease=body.run_lease),
         actor=actor_of(request),
+        reason=body.reason,
     )
     dropped = body.output is not None and row.output_text is None
     return job_answer(row, {"Awa-Output-Dropped": "schema_missing"} if dropped else None)
@@ -58,7 +60,11 @@ async def complete(
 @router.post("/fail", response_model=JobOut, summary="Fail a waiting job for good")
 async def fail(callback_id: str, request: Request, body: FailBody) -> Response:
     row = await client_of(request).fail_external(
-        callback_id, body.error, run_lease=body.run_lease, actor=actor_of(request)
+        callback_id,
+        body.error,
+        run_lease=body.run_lease,
+        actor=actor_of(request),
+        reason=body.reason,
     )
     return job_answer(row)
 
@@ -67,9 +73,9 @@ async def fail(callback_id: str, request: Request, body: FailBody) -> Response:
 async def retry(
     callback_id: str, request: Request, body: Annotated[RetryBody | None, Body()] = None
 ) -> Response:
-    run_lease = body.run_lease if body is not None else None
+    body = body or RetryBody()
     row = await client_of(request).retry_external(
-        callback_id, run_lease=run_lease, actor=actor_of(request)
+        callback_id, run_lease=body.run_lease, actor=actor_of(request), reason=body.reason
     )
     return job_answer(row)
 
@@ -78,6 +84,9 @@ async def retry(
 async def heartbeat(
     callback_id: str, request: Request, body: Annotated[HeartbeatBody | None, Body()] = None
 ) -> Response:
-    timeout = (body or HeartbeatBody()).timeout_seconds
-    await client_of(request).heartbeat_callback(callback_id, timeout, actor=actor_of(request))
+    body = body or HeartbeatBody()
+    timeout = body.timeout_seconds
+    await client_of(request).heartbeat_callback(
+        callback_id, timeout, actor=actor_of(request), reason=body.reason
+    )
     return json_response({"callback_id": callback_id, "timeout_seconds": timeout})

@@ -250,7 +250,7 @@ async def test_openapi_describes_every_path_and_the_bearer_scheme(
     complete = spec["paths"]["/api/callbacks/{callback_id}/complete"]["post"]
     assert set(complete["responses"]) >= {"200", "400", "401", "403", "404", "409", "413"}
     body = spec["components"]["schemas"]["CompleteBody"]["properties"]
-    assert set(body) == {"payload", "output", "run_lease"}
+    assert set(body) == {"payload", "output", "run_lease", "reason"}
     job = spec["components"]["schemas"]["JobOut"]["properties"]
     assert {"output", "errors", "kept_output_position"} <= set(job)
 

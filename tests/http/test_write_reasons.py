@@ -1,8 +1,9 @@
 """Every operator write over HTTP takes ``{"reason": ...}`` as its optional body, and the
 reason reaches the write's one audit entry (``GET /api/audit``), as the console's confirmation
 dialog's does: queue pause and resume, DLQ retry and purge, a schedule's trigger, delete, a
-bulk action and a failure group's retry. Without a body the write still happens, with no
-reason; every such body is in /openapi.json."""
+bulk action, a failure group's retry, and an operator's callback complete, fail, retry and
+heartbeat (beside the fields those bodies already have). Without a body the write still
+happens, with no reason; every such body is in /openapi.json."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from awa_tui.http.tokens import API_TOKEN_NAME as API_ACTOR
 from storage import Client, Job
 from storage.testing import work_one
+from tests.http.conftest import park
 
 REASON = {"reason": "INC-7: the gateway was down"}
 
@@ -87,6 +89,30 @@ async def group_retry(api: httpx.AsyncClient, client: Client, kind: str, body: A
     return await _send(api, "POST", "/api/failure-groups/retry", sent)
 
 
+async def _callback(
+    api: httpx.AsyncClient, client: Client, kind: str, verb: str, fields: dict[str, Any], body: Any
+) -> int:
+    _job_id, callback_id = await park(client, kind)
+    sent = {**fields, **(body or {})} if fields or body else None
+    return await _send(api, "POST", f"/api/callbacks/{callback_id}/{verb}", sent)
+
+
+async def complete(api: httpx.AsyncClient, client: Client, kind: str, body: Any) -> int:
+    return await _callback(api, client, kind, "complete", {"output": {"ok": True}}, body)
+
+
+async def fail(api: httpx.AsyncClient, client: Client, kind: str, body: Any) -> int:
+    return await _callback(api, client, kind, "fail", {"error": "the gateway said no"}, body)
+
+
+async def retry_callback(api: httpx.AsyncClient, client: Client, kind: str, body: Any) -> int:
+    return await _callback(api, client, kind, "retry", {}, body)
+
+
+async def heartbeat(api: httpx.AsyncClient, client: Client, kind: str, body: Any) -> int:
+    return await _callback(api, client, kind, "heartbeat", {}, body)
+
+
 WRITES: list[tuple[str, Write, int]] = [
     ("pause_queue", pause, 200),
     ("resume_queue", resume, 200),
@@ -96,6 +122,10 @@ WRITES: list[tuple[str, Write, int]] = [
     ("delete_job", delete, 204),
     ("bulk_retry", bulk, 200),
     ("bulk_retry", group_retry, 200),
+    ("complete_external", complete, 200),
+    ("fail_external", fail, 200),
+    ("retry_external", retry_callback, 200),
+    ("heartbeat_callback", heartbeat, 200),
 ]
 IDS = [write.__name__ for _, write, _ in WRITES]
 
@@ -124,19 +154,33 @@ async def test_a_reason_too_long_is_400_and_triggers_nothing(
     assert await client.list_audit() == []
 
 
-async def test_the_trigger_and_the_admin_writes_show_the_reason_in_openapi(
-    api: httpx.AsyncClient,
-) -> None:
-    paths = (await api.get("/openapi.json")).json()["paths"]
-    for path in (
-        "/api/schedules/{name}/trigger",
-        "/api/queues/{queue}/pause",
-        "/api/queues/{queue}/resume",
-        "/api/dlq/{job_id}/retry",
-        "/api/dlq/{job_id}/purge",
-        "/api/jobs/{job_id}/cancel",
+async def test_every_write_body_shows_the_reason_in_openapi(api: httpx.AsyncClient) -> None:
+    spec = (await api.get("/openapi.json")).json()
+    models = spec["components"]["schemas"]
+    for method, path in (
+        ("post", "/api/schedules/{name}/trigger"),
+        ("post", "/api/queues/{queue}/pause"),
+        ("post", "/api/queues/{queue}/resume"),
+        ("post", "/api/dlq/{job_id}/retry"),
+        ("post", "/api/dlq/{job_id}/purge"),
+        ("post", "/api/jobs/{job_id}/cancel"),
+        ("delete", "/api/jobs/{job_id}"),
+        ("post", "/api/callbacks/{callback_id}/complete"),
+        ("post", "/api/callbacks/{callback_id}/fail"),
+        ("post", "/api/callbacks/{callback_id}/retry"),
+        ("post", "/api/callbacks/{callback_id}/heartbeat"),
     ):
-        schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
-        assert "ActionBody" in str(schema), (path, schema)
-    delete = paths["/api/jobs/{job_id}"]["delete"]["requestBody"]
-    assert "ActionBody" in str(delete)
+        body = spec["paths"][path][method]["requestBody"]["content"]["application/json"]
+        refs = [ref.rsplit("/", 1)[1] for ref in _refs(body["schema"])]
+        assert refs, (path, body)
+        assert all("reason" in models[name]["properties"] for name in refs), (path, refs)
+
+
+def _refs(schema: Any) -> list[str]:
+    """Every ``$ref`` under an OpenAPI schema (an optional body is ``anyOf: [ref, null]``)."""
+    if isinstance(schema, dict):
+        own = [schema["$ref"]] if "$ref" in schema else []
+        return own + [ref for value in schema.values() for ref in _refs(value)]
+    if isinstance(schema, list):
+        return [ref for item in schema for ref in _refs(item)]
+    return []
