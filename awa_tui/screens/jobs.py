@@ -90,6 +90,9 @@ class JobsScreen(AwaScreen):
         self._timer: Timer | None = None
         self.shown_query: JobQuery | None = None
         """The query of the page on screen; another one in ``query_state`` is still loading."""
+        self.open_first = False
+        """Enter came while this query's page was loading (``7⏎`` typed at once): the page,
+        when it comes, opens its first job, as it would had the person waited for it."""
 
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
@@ -212,6 +215,9 @@ class JobsScreen(AwaScreen):
             self.marks &= {job.id for job in table.jobs}
         self.update_status()
         self.refresh_bindings()
+        if self.open_first:
+            self.open_first = False
+            self.action_open_job()
 
     def on_client_connected(self, message: ClientConnected) -> None:
         super().on_client_connected(message)
@@ -272,6 +278,7 @@ class JobsScreen(AwaScreen):
     def show_query(self, query: JobQuery) -> None:
         """Switch to ``query``; on a tab that cannot be read in its order, newest first."""
         self.query_state, self.note = fitted(query)
+        self.open_first = False
         self.update_status()
 
     # -- events -------------------------------------------------------------------------------
@@ -291,6 +298,10 @@ class JobsScreen(AwaScreen):
         self.follow_id = query.job_id is not None
         self.show_query(query)
         self.set_focus(self.table)
+
+    @on(JobTable.EnteredEmpty)
+    def _entered_empty(self) -> None:
+        self.open_first = self.shown_query != self.query_state
 
     @on(DataTable.RowSelected, "#jobs")
     def _row_selected(self, event: DataTable.RowSelected) -> None:

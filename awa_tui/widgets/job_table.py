@@ -10,6 +10,7 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
@@ -101,6 +102,9 @@ class JobTable(Guarded, DataTable[Text | str]):
         Binding("end", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
     ]
 
+    class EnteredEmpty(Message):
+        """Enter on the table while it has no rows (its page may still be loading)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.jobs: list[JobRow] = []
@@ -161,6 +165,12 @@ class JobTable(Guarded, DataTable[Text | str]):
         values = job_cells(row, now, describe, row.id in marks, error_width)
         cells = dict(zip(CELL_KEYS, values, strict=True))
         return [cells[key] for key, _l, _w in self.shown_columns]
+
+    def action_select_cursor(self) -> None:
+        if not self.jobs:  # the screen decides: ``7⏎`` typed at once opens the tab's first job
+            self.post_message(self.EnteredEmpty())
+            return
+        super().action_select_cursor()
 
     @property
     def current_job(self) -> JobRow | None:

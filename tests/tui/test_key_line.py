@@ -9,7 +9,9 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from awa_tui.app import make_app
-from tests.tui.scenarios import SIZE
+from tests.tui.conftest import settle, until
+from tests.tui.live import arrive, back_to_jobs
+from tests.tui.scenarios import SIZE, Incident, build_app
 
 
 class Mover(Static, can_focus=True):
@@ -68,3 +70,35 @@ async def test_keys_typed_in_a_burst_keep_their_order_across_screens(
             await pilot.pause(0.01)
         await pilot.pause()
         assert [type(s).__name__ for s in app.screen_stack[1:]] == ["JobsScreen", "KindsScreen"]
+
+
+async def test_enter_typed_with_a_tab_key_opens_that_tabs_first_job(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """``7⏎`` typed at once: the Enter comes while the Failed tab's page is loading and the
+    table is empty; it opens the tab's first job when the page comes, as it would had the
+    person waited (it used to do nothing). A tab key typed after it cancels that."""
+    from awa_tui.screens.detail import JobDetailScreen
+    from awa_tui.screens.jobs import JobsScreen
+
+    app = build_app(migrated_dsn, schema)
+    async with app.run_test(size=SIZE) as pilot:
+        await arrive(pilot, JobsScreen)
+        browser = app.screen
+        assert isinstance(browser, JobsScreen)
+        assert await until(pilot, lambda: browser.shown_query == browser.query_state)
+        for key, character in (("7", "7"), ("enter", "\r")):
+            app.post_message(events.Key(key, character))
+        await arrive(pilot, JobDetailScreen)
+        assert isinstance(app.screen, JobDetailScreen)
+        assert app.screen.job_id == incident.failed
+
+        await back_to_jobs(pilot)
+        for key, character in (("1", "1"), ("enter", "\r"), ("8", "8")):
+            app.post_message(events.Key(key, character))
+        assert await until(
+            pilot,
+            lambda: browser.shown_query is not None and browser.shown_query.tab == "completed",
+        )
+        await settle(pilot)
+        assert isinstance(app.screen, JobsScreen)
