@@ -301,7 +301,10 @@ class JobsScreen(AwaScreen):
 
     @on(JobTable.EnteredEmpty)
     def _entered_empty(self) -> None:
-        self.open_first = self.shown_query != self.query_state
+        if self.shown_query == self.query_state:  # the page came while this was on its way
+            self.action_open_job()
+        else:
+            self.open_first = True
 
     @on(DataTable.RowSelected, "#jobs")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
