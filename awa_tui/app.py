@@ -435,6 +435,8 @@ class AwaApp(Guarded, App[int]):
             namespace, name, parameters = parse_action(action)
             screen = default_namespace
             if not namespace and not screen.check_action(name, parameters):
+                if screen.typed_ahead(action):
+                    return True
                 reason = screen.refusal(name)
                 if reason is not None:
                     self.notify(reason, title="Not available", severity="warning", timeout=5)

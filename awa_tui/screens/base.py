@@ -3,7 +3,8 @@
 ``binding_reason`` is the one place a screen decides whether an action applies and, if not,
 why. ``check_action`` derives the footer state from it (dimmed, or hidden for writes in
 read-only mode), and the app (``AwaApp.run_action``) turns a refused key press into a
-notification with the same reason, so no key ever does nothing silently.
+notification with the same reason, so no key ever does nothing silently. A key typed before
+a screen has loaded what it acts on may wait for it instead (``typed_ahead``).
 """
 
 from __future__ import annotations
@@ -131,6 +132,13 @@ class AwaScreen(Guarded, Screen[None]):
         """The screen's own reason ``action`` does not apply (``refusal`` asks it)."""
         del action
         return None
+
+    def typed_ahead(self, action: str) -> bool:
+        """Whether ``action``, refused only because the screen has not loaded yet (a key typed
+        right after the one that opened it), is kept for the screen to run once it has: then
+        True, and it says nothing now."""
+        del action
+        return False
 
     def hides(self, action: str) -> bool:
         """Whether a refused ``action`` is left out of the footer rather than dimmed."""

@@ -87,6 +87,8 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.account: JobAccount | None = None
         self.loaded = False
         self.reload_on_resume = False
+        self.pending_action: str | None = None
+        """A key typed before the job loaded (``⏎e``): run once it has, or refused then."""
 
     def compose(self) -> ComposeResult:
         yield AppHeader(icon="≡")
@@ -158,12 +160,16 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
         self.account = message.account
         self.render_job()
         self.refresh_bindings()
+        if self.pending_action is not None:
+            action, self.pending_action = self.pending_action, None
+            self.call_later(self.app.run_action, action, self)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A failed load says so where "Loading job…" was; the app reports the error itself."""
         if event.worker.group != self.READ_GROUP or event.state is not WorkerState.ERROR:
             return
         error = event.worker.error
+        self.pending_action = None  # the screen says why; a key typed then is not run later
         if self.loaded:
             return  # what is shown stays, marked stale by the banner while the connection is lost
         if error is not None and is_connection_error(error):
@@ -327,6 +333,12 @@ class JobDetailScreen(CallbackFlows, AwaScreen):
             case "complete_callback" | "fail_callback" | "retry_callback":
                 return callback_why_not(row)
         return None
+
+    def typed_ahead(self, action: str) -> bool:
+        if self.loaded:
+            return False
+        self.pending_action = action  # the latest key typed meanwhile
+        return True
 
     def _action_for(self, name: str) -> JobAction:
         dlq = self.row is not None and self.row.dlq is not None

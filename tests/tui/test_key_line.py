@@ -102,3 +102,24 @@ async def test_enter_typed_with_a_tab_key_opens_that_tabs_first_job(
         )
         await settle(pilot)
         assert isinstance(app.screen, JobsScreen)
+
+
+async def test_a_key_typed_before_the_detail_loaded_runs_once_it_has(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    """``⏎e`` typed at once: ``e`` reaches the detail before its job is loaded, when it does not
+    apply yet ("The job is not loaded."). It waits for the load and opens the error history,
+    as it would had the person waited."""
+    from awa_tui.screens.error_history import ErrorHistoryScreen
+    from awa_tui.screens.jobs import JobsScreen
+
+    app = build_app(migrated_dsn, schema, initial_state="failed")
+    async with app.run_test(size=SIZE) as pilot:
+        await arrive(pilot, JobsScreen)
+        browser = app.screen
+        assert isinstance(browser, JobsScreen)
+        assert await until(pilot, lambda: bool(browser.table.jobs))
+        for key, character in (("enter", "\r"), ("e", "e")):
+            app.post_message(events.Key(key, character))
+        await arrive(pilot, ErrorHistoryScreen)
+        assert not app._notifications, [n.message for n in app._notifications]
