@@ -35,6 +35,7 @@ class ConfirmModal(Guarded, ModalScreen[Confirmed | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,n", "cancel", "Back out", id="confirm.cancel"),
         Binding("y", "confirm", "Confirm", id="confirm.yes"),
+        Binding("tab", "tab", "Reason", show=False, id="confirm.tab"),
     ]
 
     def __init__(
@@ -91,6 +92,16 @@ class ConfirmModal(Guarded, ModalScreen[Confirmed | None]):
 
     def action_confirm(self) -> None:
         self.dismiss(self._yes())
+
+    def action_tab(self) -> None:
+        """From a button, tab goes to the reason, as its hint says; from the reason, on to the
+        buttons. (Plain focus order took the first tab to the other button, where the reason
+        typed next was read as keys: a y in it confirmed, an n backed out.)"""
+        reasons = self.query("#confirm-reason")
+        if reasons and not reasons.first().has_focus:
+            reasons.first().focus()
+        else:
+            self.focus_next()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -28,8 +28,8 @@ async def test_a_job_write_records_the_consoles_actor_and_the_typed_reason(
         await settle(pilot)
         await pilot.press("R")
         confirm = await wait_for_screen(pilot, ConfirmModal)
-        reason = confirm.query_one("#confirm-reason", Input)
-        reason.focus()
+        await pilot.press("tab")  # as the field's hint says: tab, then type
+        assert confirm.query_one("#confirm-reason", Input).has_focus
         await pilot.press(*"INC-9 y")  # typed into the field: y and space do not confirm
         assert isinstance(app.screen, ConfirmModal)
         await pilot.press("enter")
@@ -85,9 +85,8 @@ async def test_a_queue_pause_asks_for_a_reason_too(
         queue = screen.current
         assert queue is not None
         await pilot.press("p")
-        confirm = await wait_for_screen(pilot, ConfirmModal)
-        confirm.query_one("#confirm-reason", Input).focus()
-        await pilot.press(*"outage", "enter")
+        await wait_for_screen(pilot, ConfirmModal)
+        await pilot.press("tab", *"outage", "enter")
         await settle(pilot)
     (entry, *_) = await client.list_audit(action="pause_queue")
     assert (entry.queue, entry.actor, entry.reason) == (queue.queue, ACTOR, "outage")
@@ -179,9 +178,8 @@ async def test_a_schedule_runs_now_from_its_screen_and_is_audited(
         assert screen.current is not None
         assert screen.current.name == "cleanup_tmp"
         await pilot.press("t")
-        confirm = await wait_for_screen(pilot, ConfirmModal)
-        confirm.query_one("#confirm-reason", Input).focus()
-        await pilot.press(*"rerun", "enter")
+        await wait_for_screen(pilot, ConfirmModal)
+        await pilot.press("tab", *"rerun", "enter")
         await settle(pilot)
     (entry, *_) = await client.list_audit(action="trigger_schedule")
     assert (entry.actor, entry.reason, entry.count) == (ACTOR, "rerun", 1)
