@@ -217,7 +217,7 @@ class JobsScreen(AwaScreen):
         self.refresh_bindings()
         if self.open_first:
             self.open_first = False
-            self.action_open_job()
+            self._open_as_typed()
 
     def on_client_connected(self, message: ClientConnected) -> None:
         super().on_client_connected(message)
@@ -301,10 +301,14 @@ class JobsScreen(AwaScreen):
 
     @on(JobTable.EnteredEmpty)
     def _entered_empty(self) -> None:
-        if self.shown_query == self.query_state:  # the page came while this was on its way
-            self.action_open_job()
+        if self.shown_query == self.query_state:  # shown: empty, or it came meanwhile
+            self._open_as_typed()
         else:
             self.open_first = True
+
+    def _open_as_typed(self) -> None:
+        """Enter, run as the app runs a key, so an empty page says "No job is selected."."""
+        self.call_later(self.app.run_action, "open_job", self)
 
     @on(DataTable.RowSelected, "#jobs")
     def _row_selected(self, event: DataTable.RowSelected) -> None:

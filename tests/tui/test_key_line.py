@@ -123,3 +123,21 @@ async def test_a_key_typed_before_the_detail_loaded_runs_once_it_has(
             app.post_message(events.Key(key, character))
         await arrive(pilot, ErrorHistoryScreen)
         assert not app._notifications, [n.message for n in app._notifications]
+
+
+async def test_enter_on_an_empty_page_says_there_is_no_job(
+    migrated_dsn: str, schema: str, incident: Incident
+) -> None:
+    from awa_tui.screens.jobs import JobsScreen
+
+    app = build_app(migrated_dsn, schema, initial_kind="no_such_kind")
+    async with app.run_test(size=SIZE) as pilot:
+        await arrive(pilot, JobsScreen)
+        browser = app.screen
+        assert isinstance(browser, JobsScreen)
+        assert await until(pilot, lambda: browser.shown_query == browser.query_state)
+        assert not browser.table.jobs
+        await pilot.press("enter")
+        assert await until(pilot, lambda: bool(app._notifications))
+        assert [n.message for n in app._notifications] == ["No job is selected."]
+        assert isinstance(app.screen, JobsScreen)
