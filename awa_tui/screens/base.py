@@ -134,9 +134,9 @@ class AwaScreen(Guarded, Screen[None]):
         return None
 
     def typed_ahead(self, action: str) -> bool:
-        """Whether ``action``, refused only because the screen has not loaded yet (a key typed
-        right after the one that opened it), is kept for the screen to run once it has: then
-        True, and it says nothing now."""
+        """Whether ``action``, refused because what it acts on has not loaded yet (a key typed
+        right after the one that opened the screen or switched its page), is kept for the
+        screen to run once it has: then True, and it says nothing now."""
         del action
         return False
 

@@ -90,7 +90,7 @@ class JobsScreen(AwaScreen):
         self._timer: Timer | None = None
         self.shown_query: JobQuery | None = None
         """The query of the page on screen; another one in ``query_state`` is still loading."""
-        self.open_first = False
+        self.pending_open = False
         """Enter came while this query's page was loading (``7⏎`` typed at once): the page,
         when it comes, opens its first job, as it would had the person waited for it."""
 
@@ -215,9 +215,9 @@ class JobsScreen(AwaScreen):
             self.marks &= {job.id for job in table.jobs}
         self.update_status()
         self.refresh_bindings()
-        if self.open_first:
-            self.open_first = False
-            self._open_as_typed()
+        if self.pending_open:
+            self.pending_open = False
+            self.call_later(self.app.run_action, "open_job", self)
 
     def on_client_connected(self, message: ClientConnected) -> None:
         super().on_client_connected(message)
@@ -278,7 +278,7 @@ class JobsScreen(AwaScreen):
     def show_query(self, query: JobQuery) -> None:
         """Switch to ``query``; on a tab that cannot be read in its order, newest first."""
         self.query_state, self.note = fitted(query)
-        self.open_first = False
+        self.pending_open = False
         self.update_status()
 
     # -- events -------------------------------------------------------------------------------
@@ -298,17 +298,6 @@ class JobsScreen(AwaScreen):
         self.follow_id = query.job_id is not None
         self.show_query(query)
         self.set_focus(self.table)
-
-    @on(JobTable.EnteredEmpty)
-    def _entered_empty(self) -> None:
-        if self.shown_query == self.query_state:  # shown: empty, or it came meanwhile
-            self._open_as_typed()
-        else:
-            self.open_first = True
-
-    def _open_as_typed(self) -> None:
-        """Enter, run as the app runs a key, so an empty page says "No job is selected."."""
-        self.call_later(self.app.run_action, "open_job", self)
 
     @on(DataTable.RowSelected, "#jobs")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
@@ -351,6 +340,12 @@ class JobsScreen(AwaScreen):
                 return "No job is selected."
             return why_not(self._job_action(action, job), job)
         return None
+
+    def typed_ahead(self, action: str) -> bool:
+        if action != "open_job" or self.shown_query == self.query_state:
+            return False  # the page is shown: an Enter with no row says "No job is selected."
+        self.pending_open = True
+        return True
 
     def _job_action(self, action: str, job: JobRow | None) -> JobAction:
         dlq = job.dlq is not None if job is not None else self.query_state.dlq

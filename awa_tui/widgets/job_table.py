@@ -10,7 +10,6 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.coordinate import Coordinate
-from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
@@ -102,9 +101,6 @@ class JobTable(Guarded, DataTable[Text | str]):
         Binding("end", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
     ]
 
-    class EnteredEmpty(Message):
-        """Enter on the table while it has no rows (its page may still be loading)."""
-
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.jobs: list[JobRow] = []
@@ -167,8 +163,8 @@ class JobTable(Guarded, DataTable[Text | str]):
         return [cells[key] for key, _l, _w in self.shown_columns]
 
     def action_select_cursor(self) -> None:
-        if not self.jobs:  # the screen decides: ``7⏎`` typed at once opens the tab's first job
-            self.post_message(self.EnteredEmpty())
+        if not self.jobs:  # no row to select: the screen's own Enter, refused or typed ahead
+            self.call_later(self.app.run_action, "open_job", self.screen)
             return
         super().action_select_cursor()
 
