@@ -9,6 +9,13 @@ loaded), ``G`` (failure groups loaded) and ``S`` (schedules loaded), each follow
 (not timed). ``q`` ends the app, so it is timed twice: on a fresh app after 10 s, and at the
 last mark, from the key to the app's shutdown finished (the client closed); both check that
 the frame the terminal keeps says "stopping…". ``--quick``: marks at 1 and 5 minutes.
+
+The hour's history grows under the app (Queues counts the last hour's completions and draws
+them per minute), so a slower key at the last mark may be the data's, not the console's age.
+The control separates them: after the long-lived app quits, a fresh app on the same schema,
+with the same workload running again, is measured the same way one minute in. The target the
+issue sets (within 1.2x of minute 1) is checked, and beside it the console's own share (within
+1.2x of the fresh app on the same data).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ NAME = "console_soak"
 SIZE = (120, 36)
 REFRESH = 0.2
 DEADLINE = 30.0  # seconds for one key's result
-SAMPLES = 5  # presses of each key at each mark (the median is reported)
+SAMPLES = 11  # presses of each key at each mark (the median is reported; 5 left +-20% noise)
 KEYS = ("tab switch", "Q", "G", "S")
 
 
@@ -200,6 +207,8 @@ async def amain(args: Any) -> int:
             fresh = await run_app(dsn, schema, [10 / 60], [])
             log(f"fresh q: {fresh['q_ms']:.0f} ms")
             soak = await run_app(dsn, schema, marks, samples)
+            control = await run_app(dsn, schema, [1.0], [])
+            log(f"fresh app on the same data: {control['marks'][-1]}")
         finally:
             await drop_queue_schema(conn, schema)
     first = soak["marks"][0]
@@ -225,9 +234,21 @@ async def amain(args: Any) -> int:
     table_rows.insert(
         0, (f"{q_fresh['minute']:g} (fresh)", "-", "-", "-", "-", "-", f"{q_fresh['q ms']:.0f}")
     )
+    same_data = control["marks"][-1]
+    table_rows.append(
+        (
+            f"{marks[-1]:g} + 1 (fresh app, same data)",
+            "-",  # the same process: its RSS is the long-lived app's high-water mark
+            *(f"{same_data[key]:.0f}" for key in KEYS),
+            "-",
+        )
+    )
     checks = {
         "rss_within_20_mb": last["rss_mb"] - first["rss_mb"] <= 20,
         "latency_within_1_2x": all(last[f"{key} ms"] <= 1.2 * max(first[key], 1.0) for key in KEYS),
+        "latency_within_1_2x_of_fresh_app": all(
+            last[f"{key} ms"] <= 1.2 * max(same_data[key], 1.0) for key in KEYS
+        ),
         "q_within_1_s": max(soak["q_ms"], fresh["q_ms"]) <= 1000,
         "q_said_stopping": bool(soak["said_stopping"] and fresh["said_stopping"]),
     }
@@ -245,7 +266,12 @@ async def amain(args: Any) -> int:
         meta,
         title="Console soak",
         tables=[table],
-        extra={"rss_samples": samples, "checks": checks, "q_fresh": q_fresh},
+        extra={
+            "rss_samples": samples,
+            "checks": checks,
+            "q_fresh": q_fresh,
+            "fresh_app_same_data": same_data,
+        },
     )
     return 0 if all(checks.values()) else 1
 
