@@ -11,7 +11,8 @@ last claims, the idle check, shutdown: about 0.2-0.4 s here), so a smaller run w
 charged more per job. Workers 0 means the engine's own sizing (``storage.runtime.sizing``).
 Per run: enqueue, run and lifecycle jobs/s, WAL, client CPU (and the GC's share) and server
 CPU per job; and the run phase's own client and server CPU per job, the two-core bound they
-imply (cores / their sum) and the run's jobs/s over it.
+imply (cores / their sum) and the run's jobs/s over it. ``--wait-events`` samples the server's
+backends through the run phase (``benchmarks._wait_events``): where the cores' idle share goes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ import orjson
 
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
+from benchmarks import _wait_events as waits
 from storage import Client, Job, Tasks
 from storage.runtime import batcher
 
@@ -96,6 +98,7 @@ class Run:
     server_cpu_s: float | None
     run_client_cpu_s: float = 0.0  # the run phase alone (after the inserts)
     run_server_cpu_s: float = 0.0
+    waits: tuple[float, ...] = ()  # mean backends per sample in each waits.CLASSES, if sampled
 
     def per_job_us(self, seconds: float) -> float:
         return 1e6 * seconds / self.jobs
@@ -121,6 +124,7 @@ async def run_once(
     dsn: str,
     values: dict[str, list[Any] | None],
     tuned: dict[str, Any],
+    sample_waits: bool,
     case: Case,
     jobs: int,
     workers: int,
@@ -147,14 +151,16 @@ async def run_once(
             inserted = time.perf_counter()
             run_cpu_started = time.process_time()
             run_server_started = server.seconds() if server else 0.0
+            sample: waits.WaitSample | None = None
             if case.processes:
                 argv = ["--processes", str(case.processes)]
                 argv += ["--concurrency", str(workers)] if workers else []
                 run_s, tree_cpu = await in_processes(client, conn, dsn, argv, schema, jobs)
             else:
-                await client.run_until_idle(
-                    concurrency=workers or None, maintenance_interval=None, **tuned
-                )
+                async with sampled_if(sample_waits, dsn) as sample:
+                    await client.run_until_idle(
+                        concurrency=workers or None, maintenance_interval=None, **tuned
+                    )
                 run_s, tree_cpu = time.perf_counter() - inserted, 0.0
         ended = time.process_time()
         cpu, run_cpu = ended - cpu_started + tree_cpu, ended - run_cpu_started + tree_cpu
@@ -176,7 +182,18 @@ async def run_once(
         if row is None or orjson.dumps(row.output) != orjson.dumps(expected):
             raise AssertionError(f"job {job_id}: stored output differs from the recorded one")
         timing = (inserted - started, run_s, wal, cpu, gc_clock.seconds, server_cpu)
-        return Run(case.key, workers, round_no, jobs, *timing, run_cpu, run_server_cpu)
+        means = tuple(sample.mean(c) for c in waits.CLASSES) if sample else ()
+        return Run(case.key, workers, round_no, jobs, *timing, run_cpu, run_server_cpu, means)
+
+
+@contextlib.asynccontextmanager
+async def sampled_if(wanted: bool, dsn: str) -> AsyncIterator[waits.WaitSample | None]:
+    """The server's backends sampled through the block when ``wanted`` (else None)."""
+    if not wanted:
+        yield None
+        return
+    async with waits.sampled(dsn) as sample:
+        yield sample
 
 
 async def in_processes(
@@ -237,8 +254,9 @@ def paired(
 
 
 def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]) -> list[Any]:
-    """Two tables' rows per (case, workers): throughput and cost, ratios paired per round."""
-    speed, cost, bound = [], [], []
+    """The tables' rows per (case, workers): throughput, cost, the CPU bound and, when sampled,
+    the server's backends; ratios paired per round."""
+    speed, cost, bound, wait = [], [], [], []
     for w in workers:
         base = {r.round: r for r in runs if r.workers == w and r.case == BASELINE.key}
         for case in cases:
@@ -263,7 +281,11 @@ def summarise(runs: Sequence[Run], cases: Sequence[Case], workers: Sequence[int]
             cpu_cells = (client.fmt(), gc_share.fmt(".1f"), server_cell, cpu.fmt(".3f"))
             cost.append((*row, *wal_cells, *cpu_cells))
             bound.append((*row, *run_bound_cells(mine)))
-    return [speed, cost, bound]
+            if all(r.waits for r in mine):
+                busy = h.Stat.of(r.run_client_cpu_s / r.run_s for r in mine).fmt(".2f")
+                means = zip(*(r.waits for r in mine), strict=True)
+                wait.append((*row, busy, *(h.Stat.of(m).fmt(".2f") for m in means)))
+    return [speed, cost, bound, wait]
 
 
 def run_bound_cells(mine: Sequence[Run]) -> list[str]:
@@ -311,6 +333,7 @@ OPTIONS = {
     "--concurrency": {"type": int, "action": "append", "help": "workers, repeatable (0: engine's)"},
     "--claim-size": {"type": int, "help": "runtime claim_size (engine default)"},
     "--cases": {"default": ",".join(c.key for c in CASES[:6]), "help": "comma-separated keys"},
+    "--wait-events": {"action": "store_true", "help": "sample the server's backends meanwhile"},
 }
 
 
@@ -326,7 +349,7 @@ async def amain(args: Any) -> int:
     }
     tuned = {"claim_size": args.claim_size} if args.claim_size else {}
     async with engine.session(args.dsn) as (dsn, conn, machine):
-        measure = functools.partial(run_once, conn, dsn, values, tuned)
+        measure = functools.partial(run_once, conn, dsn, values, tuned, args.wait_events)
         for case in cases:  # warm-up, not recorded
             await measure(case, 1_000, workers[0], -1)
         runs: list[Run] = []
@@ -337,11 +360,11 @@ async def amain(args: Any) -> int:
                     f"round {round_no + 1}/{rounds} {w or 'auto':>4} workers {case.key:<9}"
                     f" {run.jobs_per_s:7,.0f} jobs/s {run.wal / run.jobs:6,.0f} B WAL/job"
                 )
-    speed, cost, bound = summarise(runs, cases, workers)
+    speed, cost, bound, wait = summarise(runs, cases, workers)
     speed_columns = "case | workers | enqueue jobs/s | run jobs/s | lifecycle jobs/s"
     cost_columns = "case | workers | WAL B/job | Δ WAL vs none | client CPU µs/job"
     cost_columns += " | GC % of client CPU | server CPU µs/job | client+server CPU x none"
-    tables = (
+    tables: tuple[h.Table, ...] = (
         h.Table(
             f"Whole lifecycle, {jobs:,} jobs per run, {rounds} rounds",
             (*h.columns(speed_columns), "x none, paired", f"gate ≥{GATE_MIN_RATIO}"),
@@ -366,6 +389,16 @@ async def amain(args: Any) -> int:
             "(client + server CPU per job); run ÷ bound is the share of the cores kept busy.",
         ),
     )
+    if wait:
+        tables += (
+            h.Table(
+                "Run phase: the client's busy share and the server's backends",
+                ("case", "workers", "client busy", *(f"backends {c}" for c in waits.CLASSES)),
+                tuple(wait),
+                caption=f"client busy = its run-phase CPU / run seconds (1.00 = one core). "
+                f"Backends: mean per pg_stat_activity sample, every {waits.INTERVAL * 1000:g} ms.",
+            ),
+        )
     meta = {"machine": machine, "rounds": rounds, "jobs": jobs, "workers": workers}
     meta["claim_size"] = args.claim_size or "engine default"
     title = "Whole lifecycle with and without outputs"
