@@ -5,8 +5,8 @@ the wall clock; this samples the other side every ``INTERVAL`` seconds from a co
 its own and counts, per sample, the run's backends in each class: on CPU, waiting for the WAL
 or other I/O (a commit's flush), on a lightweight lock, on a heavyweight lock (a lane or a
 row), idle inside a transaction (waiting for the client's next statement) and idle (the pool's
-spares). Mean backends per class over the samples is the table's unit. The sampler's own
-query costs the server ~0.1 ms per sample, ~1% of a core at 20 ms: run it only when asked.
+spares). Mean backends per class over the samples is the table's unit. The sampler adds a
+query every ``INTERVAL`` to the server's CPU (not measured apart): run it only when asked.
 """
 
 from __future__ import annotations
