@@ -19,6 +19,7 @@ counts the rows instead of timing anything.
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 import tracemalloc
 
@@ -36,15 +37,6 @@ WARM_UP = 15.0  # seconds before the first sample
 SAMPLES = 30
 EVERY = 1.5  # seconds between samples: 45 s of sampling
 MAX_SLOPE = 150_000  # bytes per second: fixed measured 55,000, the unfixed console 391,000
-
-
-def slope(points: list[tuple[float, float]]) -> float:
-    """The least-squares slope of ``points`` (x, y)."""
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    var = sum((x - mean_x) ** 2 for x, _ in points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / var
 
 
 def traced() -> float:
@@ -73,7 +65,7 @@ async def test_memory_stays_flat_under_live_refresh(migrated_dsn: str, schema: s
     finally:
         tracemalloc.stop()
     assert tally["inserted"] > 20  # the workload was live throughout
-    growth = slope(points)
+    growth = statistics.linear_regression(*zip(*points, strict=True)).slope
     print(f"slope {growth:.0f} B/s over {points[-1][0]:.0f} s, {len(points)} samples")
     first, last = points[0][1], points[-1][1]
     assert growth < MAX_SLOPE, (
