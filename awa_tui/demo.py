@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from awa_tui.demo_backlog import Backlog
 from awa_tui.embedded import (
     SIGNALS,
+    TERMINAL_SIGNALS,
     EmbeddedPostgres,
     exit_now,
     exit_on_signals,
@@ -369,6 +370,8 @@ async def run_app(app: AwaApp, note: Callable[[int], None], server: EmbeddedPost
             loop.call_soon_threadsafe(lambda: app.exit(return_code=code))
 
     previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
+    # Textual's driver installs its suspend and resume handlers and never takes them back.
+    previous.update({sig: signal.getsignal(sig) for sig in TERMINAL_SIGNALS})
     try:
         await app.run_async()
     finally:

@@ -28,6 +28,13 @@ from typing import Any, NoReturn
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals that end the process cleanly: exit code 128 + the signal's number."""
+TERMINAL_SIGNALS = (signal.SIGCONT, signal.SIGTSTP)
+"""Suspend and resume, whose handlers Textual's driver installs and never takes back. A
+hang-up sends SIGCONT with SIGHUP: once the app's loop was gone, the handler raised ("no
+running event loop") inside the cleanup and left half a demo directory behind; a Ctrl-Z
+would stop the process in the middle of it."""
+HELD = (*SIGNALS, signal.SIGINT, *TERMINAL_SIGNALS)
+"""What changes nothing while the process leaves (``signals_held``, ``exit_now``)."""
 STOP_TIMEOUT = 10.0  # seconds for the shutdown before the postmaster is killed
 
 
@@ -138,7 +145,7 @@ class EmbeddedPostgres:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP change nothing inside the block: the process is leaving.
+    """No signal of ``HELD`` changes anything inside the block: the process is leaving.
 
     Blocking them (``pthread_sigmask``) is not enough: a signal that arrived just before, while
     a C call ran, is already recorded, and Python raises it at its next instruction, inside
@@ -146,10 +153,9 @@ def signals_held() -> Iterator[None]:
     handlers are ignored too for the block, which drops a recorded one; the exit code was
     decided already. The OS mask covers the other threads.
     """
-    held = (*SIGNALS, signal.SIGINT)
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in held} if main else {}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in HELD} if main else {}
     try:
         yield
     finally:
@@ -234,7 +240,7 @@ def exit_now(server: EmbeddedPostgres, code: int) -> NoReturn:
     terminal can send several, and one must not cut the cleanup short. ``stop`` is synchronous,
     takes no lock and is idempotent, so it is safe wherever the main thread was interrupted.
     """
-    for sig in (*SIGNALS, signal.SIGINT):
+    for sig in HELD:
         signal.signal(sig, signal.SIG_IGN)
     try:
         server.stop()

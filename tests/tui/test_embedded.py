@@ -9,10 +9,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import FrameType
+from typing import cast
 
 import pytest
 
+from awa_tui.app import AwaApp
+from awa_tui.demo import run_app
 from awa_tui.embedded import (
+    TERMINAL_SIGNALS,
     EmbeddedPostgres,
     exit_on_signals,
     process_alive,
@@ -78,13 +83,61 @@ def test_a_ctrl_c_during_the_cleanup_neither_cuts_it_short_nor_comes_after_it() 
     held back until after it ends the process by the signal. Inside ``signals_held`` the
     Ctrl-C is dropped: nothing is raised in the block or after it."""
     steps: list[str] = []
-    with signals_held():
-        os.kill(os.getpid(), signal.SIGINT)  # delivered to this (the main) thread at once
-        for step in ("stop", "remove"):  # bytecode between which the KeyboardInterrupt fell
-            steps.append(step)
-    steps.append("after")
-    assert steps == ["stop", "remove", "after"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own Ctrl-C, as a terminal starts it (a shell without job control starts a
+    # background job with SIGINT ignored, and that would make the Ctrl-C below change nothing).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)  # delivered to this (the main) thread at once
+            for step in ("stop", "remove"):  # bytecode between which the KeyboardInterrupt fell
+                steps.append(step)
+        steps.append("after")
+        assert steps == ["stop", "remove", "after"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def test_a_hang_ups_sigcont_during_the_cleanup_changes_nothing() -> None:
+    """A closed terminal sends SIGCONT with SIGHUP. Textual's driver leaves its resume handler
+    installed, and once the app's loop is gone it raises: inside the cleanup that left half a
+    demo directory behind (quit, then close the tmux window). Inside ``signals_held`` it is
+    dropped, and the handler is back afterwards."""
+
+    def stale_resume(signum: int, frame: FrameType | None) -> None:
+        raise RuntimeError("no running event loop")
+
+    steps: list[str] = []
+    before = signal.signal(signal.SIGCONT, stale_resume)
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGCONT)
+            for step in ("stop", "remove"):
+                steps.append(step)
+        steps.append("after")
+        assert steps == ["stop", "remove", "after"]
+        assert signal.getsignal(signal.SIGCONT) is stale_resume
+    finally:
+        signal.signal(signal.SIGCONT, before)
+
+
+async def test_the_demo_takes_back_the_suspend_and_resume_handlers_of_its_app() -> None:
+    """``run_app`` restores SIGCONT and SIGTSTP as they were before the app, which Textual's
+    driver does not: nothing of the app is left to run when the process stops its server."""
+
+    class DriverLikeApp:
+        async def run_async(self) -> None:  # what Textual's LinuxDriver does on start
+            signal.signal(signal.SIGCONT, lambda signum, frame: None)
+            signal.signal(signal.SIGTSTP, lambda signum, frame: None)
+
+    before = {sig: signal.getsignal(sig) for sig in TERMINAL_SIGNALS}
+    server = EmbeddedPostgres(prefix="awa-embedded-test-")  # never started: nothing to stop
+    try:
+        await run_app(cast(AwaApp, DriverLikeApp()), lambda signum: None, server)
+        assert {sig: signal.getsignal(sig) for sig in TERMINAL_SIGNALS} == before
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 CHILD = """
