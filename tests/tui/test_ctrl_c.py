@@ -34,8 +34,12 @@ CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)
 ALTERNATE_SCREEN = b"\x1b[?1049h"
 
 
+# The child first takes Python's own Ctrl-C handler, as a terminal starts it: launched from a
+# shell without job control (a background job of a script), it inherits SIGINT ignored, and
+# the tests would hang on a Ctrl-C that changes nothing.
 LAUNCH = (
-    "import runpy, sys; sys.stderr.write('up\\n'); sys.stderr.flush(); "
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.stderr.write('up\\n'); sys.stderr.flush(); "
     "sys.argv = ['awa_tui', '--demo']; runpy.run_module('awa_tui', run_name='__main__')"
 )
 
@@ -45,8 +49,7 @@ def test_ctrl_c_while_starting_is_one_line_and_130(after: float, tmp_path: Path)
     child = spawn(tmp_path)
     time.sleep(after)  # the moment is the point of the test: it is not a wait for anything
     child.send_signal(signal.SIGINT)
-    _out, err = child.communicate(timeout=60)
-    assert_one_line_and_130(child, err.decode(), tmp_path)
+    assert_one_line_and_130(child, finish(child).decode(), tmp_path)
 
 
 def test_ctrl_c_once_the_console_is_drawn_is_one_line_and_130(tmp_path: Path) -> None:
@@ -62,8 +65,7 @@ def test_ctrl_c_once_the_console_is_drawn_is_one_line_and_130(tmp_path: Path) ->
         assert chunk, f"the console exited before drawing: {seen[-300:]!r}"
         seen += chunk
     child.send_signal(signal.SIGINT)
-    _out, rest = child.communicate(timeout=60)
-    assert_one_line_and_130(child, (seen + rest).decode(), tmp_path)
+    assert_one_line_and_130(child, (seen + finish(child)).decode(), tmp_path)
 
 
 def spawn(tmp_path: Path) -> subprocess.Popen[bytes]:
@@ -82,6 +84,17 @@ def spawn(tmp_path: Path) -> subprocess.Popen[bytes]:
     assert child.stderr is not None
     assert child.stderr.readline() == b"up\n"
     return child
+
+
+def finish(child: subprocess.Popen[bytes]) -> bytes:
+    """The rest of the child's stderr once it exits; one still running after 60 s is ended
+    by SIGTERM (which stops its server and removes its directory) and the test fails."""
+    try:
+        return child.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        child.communicate(timeout=60)
+        pytest.fail("the demo was still running 60 s after its Ctrl-C")
 
 
 def assert_one_line_and_130(child: subprocess.Popen[bytes], err: str, tmp_path: Path) -> None:
