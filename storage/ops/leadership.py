@@ -9,10 +9,11 @@ connection, and hand that connection back when they lose.
 Fail-over needs no step of ours: when the leader's connection dies, PostgreSQL drops the lock
 with the session, and the next follower to try leads (within ``FOLLOWER_TRY_EVERY`` intervals:
 5 s at the default interval of 1 s, which a rescue's bound, the heartbeat's 60 s, absorbs). A
-leader gives the connection back when its runtime stops or fails (``resign``, when the
-maintenance loop is cancelled, and from ``Worker.shutdown``: the pool's reset runs
-``pg_advisory_unlock_all()``; a cancelled task terminates the connection instead), and when a
-pass fails, so the failed connection is never reused; its next try is a follower's.
+leader gives the connection back when its runtime stops (``resign`` from ``Worker.shutdown``,
+after the pass under way has ended: the pool's reset runs ``pg_advisory_unlock_all()``, so the
+lock is free when shutdown returns), when it fails (the maintenance loop is cancelled, and a
+cancelled task terminates the connection instead: the lock goes when its backend exits), and
+when a pass fails, so the failed connection is never reused; its next try is a follower's.
 
 Before, each pass took and released the lock, so N runtimes ran up to N passes an interval
 among them: 50 idle runtimes ran 5 a second, five sixths of PostgreSQL's CPU

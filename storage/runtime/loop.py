@@ -115,7 +115,9 @@ class Runtime:
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._quiet = asyncio.Event()
+        self._stopping = asyncio.Event()  # ends the maintenance pause (``stop``)
         self._tasks: list[asyncio.Task[None]] = []
+        self._maintainer: asyncio.Task[None] | None = None
         self._recheck_cancels = False
         self._claimed_since_quiet = False
         self.supervisor = Supervisor(self._on_fatal, give_up_after=give_up_after)
@@ -130,7 +132,8 @@ class Runtime:
             spawn("lag probe", self._probe_step),
         ]
         if self.maintenance_interval is not None:
-            self._tasks.append(spawn("maintenance", self._maintain_step))
+            self._maintainer = spawn("maintenance", self._maintain_step)
+            self._tasks.append(self._maintainer)
 
     @property
     def health(self) -> Health:
@@ -177,10 +180,12 @@ class Runtime:
         down, in one transaction (``storage.ops.rescue.release_abandoned``). If that write
         fails they stay open until maintenance rescues them, as before."""
         self.supervisor.stop()
+        self._stopping.set()
         self._wake.set()
         self._slot_free.set()
         for task in self._tasks:
-            task.cancel()
+            if task is not self._maintainer:  # its pass ends, so the lock goes with a reset
+                task.cancel()
         try:
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError):
@@ -202,6 +207,8 @@ class Runtime:
             # The stop itself was cancelled (``Client.close``'s bound ran out): nothing of
             # this runtime may keep running after it, so every handler is abandoned (rescue
             # gives those jobs back later: there is no time left to write it now).
+            if self._maintainer is not None:
+                self._maintainer.cancel()
             for attempt in list(self.inflight.values()):
                 if attempt.task is not None:
                     attempt.task.cancel()
@@ -375,16 +382,24 @@ class Runtime:
 
     async def _maintain_step(self) -> None:
         """One maintenance pass (only the leader does the work: it keeps the lock across
-        passes, ``storage.ops.leadership``), then a pause."""
+        passes, ``storage.ops.leadership``), then a pause that ``stop`` ends.
+
+        ``stop`` lets a pass under way finish rather than cancel it: ``Worker.shutdown`` then
+        gives the leader's connection back with a reset that unlocks it, so the lock has gone
+        when shutdown returns (a terminated connection drops it only once its backend exits).
+        """
         assert self.maintenance_interval is not None
         try:
             report = await self.host.lead_maintenance(self.maintenance)
             if report.promoted or report.periodic:
                 self._wake.set()
-            await asyncio.sleep(self.maintenance_interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.maintenance_interval):
+                    await self._stopping.wait()
         except asyncio.CancelledError:
-            # Stopped, or the runtime failed: the lock goes now, so another runtime leads the
-            # next pass (a failed runtime is kept until shutdown(), its lock must not be).
+            # The runtime failed, or its stop was cut short: the lock goes now, so another
+            # runtime leads the next pass (a failed runtime is kept until shutdown(), its lock
+            # must not be).
             await self.host.resign_maintenance()
             raise
 

@@ -133,6 +133,9 @@ class Supervisor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if self._stopping:  # a step let finish by a stop: no retry, no wait for one
+                    log.warning("%s loop failed while stopping (%s)", name, describe(exc))
+                    return
                 if not failures:
                     first_failure = loop.time()
                 failures += 1

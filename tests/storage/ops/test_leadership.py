@@ -1,7 +1,7 @@
 """The maintenance leader keeps its lock across passes (``storage.ops.leadership``): one
 session leads a fleet's passes, a one-off pass on its client runs on that session, shutdown
-gives the lock back, and when the leader's client closes another runtime leads the next pass
-and still rescues an abandoned attempt.
+gives the lock back before it returns, and when the leader's client closes another runtime
+leads the next pass and still rescues an abandoned attempt.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ SELECT pid FROM pg_locks
  WHERE locktype = 'advisory' AND classid = {MAINTENANCE_LEADER_LOCK_CLASS}
    AND objid = hashtext($1)::oid AND objsubid = 2 AND granted
 """
+ALIVE = "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)"
 
 
 async def _noop(job: Job[dict[str, int]]) -> None:
@@ -92,8 +93,12 @@ async def test_one_runtime_keeps_the_lock_across_its_passes(
         assert (await follower.run_maintenance()).leader is False
         assert await _holders(conn, schema) == held
 
-        await leader.shutdown()  # gives the lock back with its connection
+        # Shutdown lets the pass under way end and gives the connection back to the pool with
+        # a reset that unlocks: the session is still there, without the lock. (A terminated
+        # connection would drop it only once its backend had exited, some time later.)
+        await leader.shutdown()
         assert not leader.session.leader.leading
+        assert await conn.fetchval(ALIVE, held[0])
         assert held[0] not in await _holders(conn, schema)
 
 
