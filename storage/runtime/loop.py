@@ -25,7 +25,7 @@ from storage.runtime import claim, executor
 from storage.runtime.claim import ClaimedJob
 from storage.runtime.host import WorkerHost
 from storage.runtime.inflight import InFlight
-from storage.runtime.sizing import PROBE_SECONDS, Sizing
+from storage.runtime.sizing import PROBE_SECONDS, LagSeen, Sizing
 from storage.runtime.supervise import Supervisor
 from storage.values.errors import ConfigError, RuntimeFailed, describe
 from storage.values.health import Health
@@ -103,7 +103,7 @@ class Runtime:
         self.queue_limits = dict(queue_limits or {})
         self.sizing = sizing
         self.limit = sizing.start  # jobs held at most right now (storage.runtime.sizing's rule)
-        self._lag: float | None = None  # worst timer lateness since the last claim
+        self._lag = LagSeen()  # the probe's readings, as the next claim's sizing sees them
         self.poll_interval = poll_interval
         self.heartbeat_interval = heartbeat_interval
         self.deadline_seconds = deadline_seconds
@@ -281,8 +281,8 @@ class Runtime:
             took = time.perf_counter() - began
         if jobs:
             self.host.job_metrics.claimed(jobs[0].queue, jobs, took)
-        lag, self._lag = self._lag, None
-        self.limit = self.sizing.next_limit(self.limit, filled=len(jobs) == want, lag=lag)
+        filled = len(jobs) == want
+        self.limit = self.sizing.next_limit(self.limit, filled=filled, lag=self._lag.take())
         if jobs:
             self._quiet.clear()
             self._claimed_since_quiet = True
@@ -374,7 +374,7 @@ class Runtime:
         await asyncio.sleep(PROBE_SECONDS)
         late = min(loop.time() - due, time.thread_time() - cpu - PROBE_SECONDS)
         if self.inflight:
-            self._lag = late if self._lag is None else max(self._lag, late)
+            self._lag.record(late)
 
     async def _sync_step(self) -> None:
         await asyncio.sleep(SYNC_INTERVAL_SECONDS)

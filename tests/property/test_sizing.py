@@ -19,6 +19,7 @@ from storage.runtime.sizing import (
     FLOOR,
     LAG_GROW,
     LAG_SHRINK,
+    LagSeen,
     Sizing,
 )
 
@@ -124,3 +125,15 @@ def test_a_middling_handler_settles_between_floor_and_ceiling() -> None:
     limit = _settle(Sizing.of(None, None, None), 0.0005)  # 0.5 ms of loop per job
     assert FLOOR < limit < AUTO_CEILING
     assert limit * 0.0005 <= LAG_SHRINK
+
+
+def test_a_claim_sees_the_worst_reading_since_the_last_or_else_the_latest() -> None:
+    seen = LagSeen()
+    assert seen.take() is None  # no reading yet: nothing says the loop is prompt
+    seen.record(0.001)
+    seen.record(0.3)
+    seen.record(0.002)
+    assert seen.take() == 0.3  # the worst since the previous claim
+    assert seen.take() == 0.002  # no reading between two claims: the latest stands
+    seen.record(0.01)
+    assert seen.take() == 0.01
