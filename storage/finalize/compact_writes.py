@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import asyncpg
 
+from storage.db import session_functions
 from storage.db.pool import Conn
 from storage.db.sql import LOCK_CLAIM_BATCHES_FOR_FLUSH, with_or_without
 from storage.finalize.types import CompactCompletion, Outcome
@@ -98,6 +99,40 @@ DELETE FROM attempt_state s USING unnest($1::bigint[], $2::bigint[]) AS u(job_id
 """
 
 
+# The batcher's flush in one round trip (``storage.db.session_functions``): the locks, then the
+# flush, as statements of a session function, each with its own snapshot, so the flush still
+# sees what the locks' earlier holders committed. Its arguments are COMPLETE_COMPACT's, in
+# order; the call is its own transaction, so the batcher's asynchronous commit
+# (``storage.runtime.batcher.BEGIN_FLUSH``) is a set_config local to it. A flush that also
+# drops attempt_state rows takes the transaction of statements instead.
+FLUSH_FUNCTION = """
+CREATE OR REPLACE FUNCTION pg_temp.%(name)s(text, text, text, text, text, bigint[])
+RETURNS TABLE (written bigint[], written_leases bigint[], already bigint[],
+               already_leases bigint[])
+LANGUAGE plpgsql AS $flush$
+#variable_conflict use_column
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM %(lock)s;
+    RETURN QUERY %(flush)s;
+END
+$flush$
+"""
+FLUSH_FUNCTIONS = {
+    outputs: (
+        name,
+        FLUSH_FUNCTION
+        % {
+            "name": name,
+            "lock": LOCK_CLAIM_BATCHES_FOR_FLUSH.removeprefix("SELECT ").replace("$1::", "$6::"),
+            "flush": COMPLETE_COMPACT_SQL[outputs],
+        },
+        f"SELECT * FROM pg_temp.{name}($1, $2, $3, $4, $5, $6)",
+    )
+    for outputs, name in ((True, "awa_flush_compact"), (False, "awa_flush_compact_no_outputs"))
+}
+
+
 async def lock_claims(conn: Conn, claim_ids: list[int]) -> None:
     """A compact flush's locks: its claim batches (distinct, ascending), exclusively, and a
     generic plan for the flush statement (see ``LOCK_CLAIM_BATCHES_FOR_FLUSH``)."""
@@ -147,6 +182,42 @@ async def write_compact(
 ) -> list[Outcome]:
     """Inside a transaction: complete many attempts on the compact path (one flush); the
     outcomes come in the order of ``items``."""
+    args, claims, stated = _request(items, outputs_supported)
+    await lock_claims(conn, claims)
+    row = await conn.fetchrow(COMPLETE_COMPACT_SQL[outputs_supported], *args)
+    assert row is not None  # one row, always
+    outcomes = _outcomes(items, row)
+    if stated:
+        done = [
+            i for i, o in zip(items, outcomes, strict=True) if i.has_state and o is Outcome.WRITTEN
+        ]
+        if done:
+            await conn.execute(
+                DROP_ATTEMPT_STATES, [i.job_id for i in done], [i.run_lease for i in done]
+            )
+    return outcomes
+
+
+async def flush_in_one_call(
+    conn: Conn, items: list[CompactCompletion], *, outputs_supported: bool
+) -> list[Outcome] | None:
+    """The batcher's flush of ``items`` as one call of the session's flush function, committed
+    asynchronously (``FLUSH_FUNCTION``); None, having sent nothing, where it cannot be: the
+    session may not make the function, or some attempt has a state row to drop."""
+    args, _, stated = _request(items, outputs_supported)
+    name, create, call = FLUSH_FUNCTIONS[outputs_supported]
+    if stated or not await session_functions.ready(conn, name, create):
+        return None
+    row = await conn.fetchrow(call, *args)
+    assert row is not None  # one row, always
+    return _outcomes(items, row)
+
+
+def _request(
+    items: list[CompactCompletion], outputs_supported: bool
+) -> tuple[tuple[str, str, str, str | None, str | None, list[int]], list[int], bool]:
+    """COMPLETE_COMPACT's arguments for ``items``, their claim batches (ascending), and
+    whether some attempt has a state row to drop."""
     job_ids, run_leases, claim_ids, _, texts, stated = zip(*items, strict=True)
     claims = sorted(set(claim_ids))
     missing = texts.count(None)
@@ -156,9 +227,7 @@ async def write_compact(
         else OUTPUT_SEPARATOR.join([t or "" for t in texts] if missing else texts)
     )
     parts = split_parts(items, outputs)
-    await lock_claims(conn, claims)
-    row = await conn.fetchrow(
-        COMPLETE_COMPACT_SQL[outputs_supported],
+    args = (
         array_text(job_ids),
         array_text(run_leases),
         array_text(claim_ids),
@@ -166,17 +235,7 @@ async def write_compact(
         outputs,
         claims,
     )
-    assert row is not None  # one row, always
-    outcomes = _outcomes(items, row)
-    if any(stated):
-        done = [
-            i for i, o in zip(items, outcomes, strict=True) if i.has_state and o is Outcome.WRITTEN
-        ]
-        if done:
-            await conn.execute(
-                DROP_ATTEMPT_STATES, [i.job_id for i in done], [i.run_lease for i in done]
-            )
-    return outcomes
+    return args, claims, any(stated)
 
 
 def _outcomes(items: list[CompactCompletion], row: asyncpg.Record) -> list[Outcome]:

@@ -26,6 +26,7 @@ FLUSH_DELAY_SECONDS = 0.001
 
 T = TypeVar("T", CompactCompletion, GeneralCompletion)
 Write = Callable[[Conn, list[T], bool], Awaitable[list[Outcome]]]
+OneCall = Callable[[Conn, list[T], bool], Awaitable[list[Outcome] | None]]
 """Writes a flush inside its transaction and answers one outcome per item, in item order."""
 
 
@@ -59,10 +60,12 @@ class _Settle(Generic[T]):
 
 
 class _Queue(Generic[T]):
-    """The completions of one kind waiting for a flush, and how a flush writes them."""
+    """The completions of one kind waiting for a flush, and how a flush writes them (in one
+    call where it can, ``one_call``)."""
 
-    def __init__(self, write: Write[T], name: str) -> None:
+    def __init__(self, write: Write[T], name: str, one_call: OneCall[T] | None = None) -> None:
         self.write: Write[T] = write
+        self.one_call: OneCall[T] | None = one_call
         self.name = name
         self.pending: list[Pending[T]] = []
 
@@ -98,9 +101,18 @@ class _Queue(Generic[T]):
 BEGIN_FLUSH = "BEGIN; SET LOCAL synchronous_commit = off"
 
 
-async def flush_on(conn: Conn, write: Write[T], items: list[T], supported: bool) -> list[Outcome]:
-    """One flush of ``items`` by ``write`` on ``conn``, in a transaction begun by
-    ``BEGIN_FLUSH``: the one place a handler's completion commits asynchronously."""
+async def flush_on(
+    conn: Conn,
+    write: Write[T],
+    items: list[T],
+    supported: bool,
+    one_call: OneCall[T] | None = None,
+) -> list[Outcome]:
+    """One flush of ``items`` on ``conn``: by ``one_call`` where it can (one round trip,
+    committed asynchronously), else by ``write`` in a transaction begun by ``BEGIN_FLUSH``.
+    The one place a handler's completion commits asynchronously."""
+    if one_call is not None and (done := await one_call(conn, items, supported)) is not None:
+        return done
     async with begun(conn, BEGIN_FLUSH):
         return await write(conn, items, supported)
 
@@ -109,6 +121,12 @@ async def write_compact(
     conn: Conn, items: list[CompactCompletion], supported: bool
 ) -> list[Outcome]:
     return await compact_writes.write_compact(conn, items, outputs_supported=supported)
+
+
+async def compact_in_one_call(
+    conn: Conn, items: list[CompactCompletion], supported: bool
+) -> list[Outcome] | None:
+    return await compact_writes.flush_in_one_call(conn, items, outputs_supported=supported)
 
 
 async def write_general(
@@ -135,7 +153,9 @@ class CompletionBatcher:
         self._outputs_supported = outputs_supported
         self._flush_size = flush_size
         self._flush_delay = flush_delay
-        self._compact = _Queue[CompactCompletion](write_compact, "completion flush")
+        self._compact = _Queue[CompactCompletion](
+            write_compact, "completion flush", compact_in_one_call
+        )
         self._general = _Queue[GeneralCompletion](write_general, "general completion flush")
         self._timer: asyncio.TimerHandle | None = None
         self._held = 0  # callers of ``hold`` not yet released: no flush by the clock meanwhile
@@ -225,7 +245,7 @@ class CompletionBatcher:
             supported = await self._outputs_supported()
             async with pooled(self._pool) as conn:
                 # A retry's "already" is its own earlier commit whose ack was lost.
-                return await flush_on(conn, queue.write, items, supported)
+                return await flush_on(conn, queue.write, items, supported, queue.one_call)
 
         # Transient: the connection or the server (including asyncpg's "another operation is
         # in progress" on a connection killed mid-statement).

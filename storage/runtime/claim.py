@@ -10,20 +10,26 @@ waited behind a cancel did not see the cancel's tombstone (the cancelled job ran
 too), and one that waited behind an enqueue saw the enqueue's cursor but not its rows (the
 cursor passed them and they were never claimed). The second statement's snapshot is taken
 after the lock is held, so it sees everything every earlier lock holder committed.
+
+The two run as one call of a function the session makes for itself (``CLAIM_FUNCTION``: one
+round trip, and no transaction left open while the client is busy elsewhere), or, where the
+session may not make one, as statements sent one by one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from storage.db import session_functions
 from storage.db.pool import Conn, begun
 from storage.db.sql import with_or_without
 
-# The claim's transaction, begun with a generic plan for its statements in the one round trip
-# BEGIN takes anyway. Under the default plan_cache_mode the server planned LOCK_LANE afresh on
-# every claim (12 custom plans of 12 in pg_prepared_statements: its generic plan's guess of
+# The claim's transaction when its statements are sent one by one, begun with a generic plan
+# for them in the one round trip BEGIN takes anyway (``CLAIM_FUNCTION`` makes the same
+# settings). Under the default plan_cache_mode the server planned LOCK_LANE afresh on every
+# claim (12 custom plans of 12 in pg_prepared_statements: its generic plan's guess of
 # the queue array's length never beat a plan made with the values) and CLAIM_BATCH for its
 # first five. Transaction-local, as the flush's (``LOCK_CLAIM_BATCHES_FOR_FLUSH``); it has to
 # be set before LOCK_LANE is planned, so it cannot ride in LOCK_LANE as the flush's does.
@@ -112,7 +118,7 @@ WITH lane AS (
 )
 SELECT s.job_id, s.kind, s.args, s.attempt + 1 AS attempt, s.run_lease, s.max_attempts,
        s.lane_seq, s.payload, s.unique_key, b.claim_id,
-       GREATEST(0, extract(epoch FROM now() - s.run_at))::float8 AS waited
+       GREATEST(0, extract(epoch FROM now() - s.run_at))::float8 AS waited%(lane)s
   FROM scanned s, batch b
  ORDER BY s.lane_seq
 """
@@ -120,7 +126,56 @@ SELECT s.job_id, s.kind, s.args, s.attempt + 1 AS attempt, s.run_lease, s.max_at
 _CLAIMS = with_or_without(
     CLAIM_BATCH, runtime_column=(", runtime_id", ""), runtime_value=(", $5::bigint", "")
 )
-CLAIM_WITH_RUNTIME, CLAIM_WITHOUT_RUNTIME = _CLAIMS[True], _CLAIMS[False]
+CLAIM_WITH_RUNTIME, CLAIM_WITHOUT_RUNTIME = (
+    _CLAIMS[r].replace("%(lane)s", "") for r in (True, False)
+)
+
+# The claim in one round trip (``storage.db.session_functions``): LOCK_LANE, then the claim,
+# as statements of a session function, each with its own snapshot, so the claim still sees
+# everything the lane's earlier holders committed. $1-$5 of the claim are the function's first
+# five arguments (the lane's queue and priority filled in from LOCK_LANE); its rows also carry
+# the lane and the transaction's time, in whole microseconds (exact; a timestamp per row
+# would cost a datetime each). The function's call is its own transaction, so the settings
+# BEGIN_GENERIC makes are set_config()s local to it, before either statement is planned.
+_LANE_COLUMNS = ", $1, $2, (extract(epoch FROM now()) * 1000000)::bigint"
+CLAIM_FUNCTION = """
+CREATE OR REPLACE FUNCTION pg_temp.%(name)s(
+    lane_queue text, lane_priority smallint, lim int, deadline float8, runtime bigint,
+    queues text[], rooms int[])
+RETURNS TABLE (job_id bigint, kind text, args jsonb, attempt int, run_lease bigint,
+               max_attempts int, lane_seq bigint, payload jsonb, unique_key text,
+               claim_id bigint, waited float8, queue text, priority smallint, claimed_us bigint)
+LANGUAGE plpgsql AS $claim$
+#variable_conflict use_column
+BEGIN
+    PERFORM set_config('plan_cache_mode', 'force_generic_plan', true),
+            set_config('synchronous_commit', 'off', true);
+    SELECT l.queue, l.priority INTO lane_queue, lane_priority FROM (%(lock_lane)s) l;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF rooms IS NOT NULL THEN
+        lim := least(lim, coalesce(rooms[array_position(queues, lane_queue)], lim));
+    END IF;
+    RETURN QUERY %(claim)s;
+END
+$claim$
+"""
+_LOCK_LANE_ON_QUEUES = LOCK_LANE.replace("$1::text[]", "$6")  # the function's queues argument
+CLAIM_FUNCTIONS = {
+    with_runtime: (
+        name,
+        CLAIM_FUNCTION
+        % {
+            "name": name,
+            "lock_lane": _LOCK_LANE_ON_QUEUES,
+            "claim": _CLAIMS[with_runtime].replace("%(lane)s", _LANE_COLUMNS),
+        },
+        f"SELECT * FROM pg_temp.{name}(NULL, NULL, $1, $2, $3, $4, $5)",
+    )
+    for with_runtime, name in ((True, "awa_claim_batch"), (False, "awa_claim_batch_unregistered"))
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # The ready row's times, for the rare reader that needs them (a completion spec's row): the
 # claim leaves them out, since asyncpg builds every timestamp in Python (~6k instructions).
@@ -163,6 +218,15 @@ async def claim_batch(
     """Claim up to ``limit`` jobs from the first lane of ``queues`` that has work, and no
     more than ``queue_room`` allows for that lane's queue; the batch records ``runtime_id``
     (None: a runtime without a registry row, on a schema before v010)."""
+    name, create, call = CLAIM_FUNCTIONS[runtime_id is not None]
+    if await session_functions.ready(conn, name, create):
+        rooms = None if queue_room is None else [queue_room.get(q, limit) for q in queues]
+        rows = await conn.fetch(call, limit, deadline_seconds, runtime_id, queues, rooms)
+        if not rows:
+            return []
+        claimed_at = _EPOCH + timedelta(microseconds=rows[0][13])
+        new = tuple.__new__
+        return [new(ClaimedJob, (*r[:13], claimed_at)) for r in rows]
     async with begun(conn, BEGIN_GENERIC):
         lane = await conn.fetchrow(LOCK_LANE, queues)
         if lane is None:

@@ -14,6 +14,7 @@ other side, wait until PostgreSQL shows it blocked on that lock, then commit the
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,14 +24,16 @@ import pytest
 from pydantic import BaseModel
 
 from storage import Client, InvalidJobState, Job, JobState
+from storage.db import session_functions
 from storage.finalize.compact_writes import complete_compact
 from storage.finalize.types import CompactCompletion, Outcome
 from storage.insert.enqueue import NewJob, insert_jobs, promote_due
 from storage.ops import runtimes
 from storage.ops.admin import cancel
 from storage.ops.audit import Recorder
-from storage.runtime.claim import CLAIM_WITH_RUNTIME, LOCK_LANE, claim_batch
+from storage.runtime.claim import CLAIM_FUNCTIONS, CLAIM_WITH_RUNTIME, LOCK_LANE, claim_batch
 from storage.values.audit import Audit
+from tests.storage.roles import no_temp_dsn
 
 Args = dict[str, Any]
 
@@ -38,6 +41,7 @@ LOCK_WAIT = """
 SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'
 """
 TERMINAL_ROWS = "SELECT state, output FROM terminal_jobs WHERE job_id = $1"
+MADE_FUNCTIONS = "SELECT count(*) FROM pg_proc WHERE pronamespace = pg_my_temp_schema()"
 
 OPERATOR = Recorder(Audit.of("test"))  # who the direct calls of cancel are audited as
 
@@ -220,37 +224,81 @@ class Item(BaseModel):
 
 @pytest.fixture
 def item_handler(client: Client) -> None:
-    @client.task(Item)
-    async def item(job: Job[Item]) -> None:
-        del job
+    client.task(Item)(_ignore)
 
 
-async def test_every_claim_runs_generic_plans_inside_its_transaction_only(
+async def _ignore(job: Job[Item]) -> None:
+    del job
+
+
+async def test_a_claim_is_one_statement_and_its_settings_end_with_it(
     client: Client, item_handler: None
 ) -> None:
-    """The claim's asynchronous commit is its own too: a later write on the connection commits
-    synchronously unless it asks otherwise, so a durable write after a lost claim cannot be
-    (``claim.BEGIN_GENERIC``)."""
+    """Once the session has made its claim function, a claim sends one statement (no BEGIN,
+    no COMMIT), and its asynchronous commit and generic plans are its own: a later write on
+    the connection commits synchronously unless it asks otherwise, so a durable write after
+    a lost claim cannot be (``claim.CLAIM_FUNCTION``)."""
     await client.insert_many([Item(n=i) for i in range(2 * CLAIMS)])
+    sent: list[str] = []
     async with client.pool.acquire() as c:
-        runtime_id = await runtimes.register(c, "plans")  # as a runtime claims
-        claimed = [
-            job
-            for _ in range(CLAIMS)
-            for job in await claim_batch(c, ["default"], 2, 60, runtime_id=runtime_id)
-        ]
+        runtime_id = await runtimes.register(c, "one statement")  # as a runtime claims
+        claimed = await claim_batch(c, ["default"], 2, 60, runtime_id=runtime_id)
+
+        def log(record: Any) -> None:
+            sent.append(record.query)
+
+        c.add_query_logger(log)
+        for _ in range(CLAIMS - 1):
+            claimed += await claim_batch(c, ["default"], 2, 60, runtime_id=runtime_id)
         assert await c.fetchval("SHOW plan_cache_mode") == "auto"
         assert await c.fetchval("SHOW synchronous_commit") == "on"
         assert not c.is_in_transaction()
-        plans = {
-            row["statement"]: (row["generic_plans"], row["custom_plans"])
-            for row in await c.fetch(
-                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
-            )
-        }
+        c.remove_query_logger(log)  # before the pool's reset on release
+    # Loggers are called soon after each statement: the SHOWs let the claims' calls arrive.
+    call = CLAIM_FUNCTIONS[True][2]
+    assert sent[: CLAIMS - 1] == [call] * (CLAIMS - 1)
+    assert set(sent[CLAIMS - 1 :]) <= {"SHOW plan_cache_mode", "SHOW synchronous_commit"}
+    assert [job.args for job in claimed] == [{"n": i} for i in range(2 * CLAIMS)]
+
+
+async def test_a_session_without_temp_claims_with_statements_on_generic_plans(
+    migrated_dsn: str,
+    schema: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A role that may not make temporary objects claims with LOCK_LANE and the claim as
+    statements of one transaction, on generic plans set for that transaction only (the
+    server planned LOCK_LANE afresh on every claim before)."""
+    monkeypatch.setattr(session_functions, "_refusal_told", False)  # as in a fresh process
+    async with no_temp_dsn(migrated_dsn, schema) as dsn, await Client.connect(dsn, schema) as c:
+        c.task(Item)(_ignore)
+        await c.insert_many([Item(n=i) for i in range(2 * CLAIMS)])
+        async with c.pool.acquire() as conn:
+            runtime_id = await runtimes.register(conn, "statements")
+            with caplog.at_level(logging.INFO, logger="storage"):
+                claimed = [
+                    job
+                    for _ in range(CLAIMS)
+                    for job in await claim_batch(conn, ["default"], 2, 60, runtime_id=runtime_id)
+                ]
+            assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
+            assert await conn.fetchval("SHOW synchronous_commit") == "on"
+            assert not await conn.fetchval(MADE_FUNCTIONS)
+            plans = {
+                row["statement"]: (row["generic_plans"], row["custom_plans"])
+                for row in await conn.fetch(
+                    "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+                )
+            }
     assert plans[LOCK_LANE] == (CLAIMS, 0)
     assert plans[CLAIM_WITH_RUNTIME] == (CLAIMS, 0)
     assert [job.args for job in claimed] == [{"n": i} for i in range(2 * CLAIMS)]
+    told = [r.getMessage() for r in caplog.records if "temporary functions" in r.getMessage()]
+    assert told == [
+        "this session may not make temporary functions (InsufficientPrivilegeError): claims"
+        " and completion flushes run as separate statements, a round trip each"
+    ]
 
 
 async def test_a_claim_that_fails_rolls_back_and_leaves_the_connection_usable(
