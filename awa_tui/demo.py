@@ -32,6 +32,7 @@ from awa_tui.embedded import (
     EmbeddedPostgres,
     exit_now,
     exit_on_signals,
+    python_sigint,
     signal_exit_code,
 )
 from awa_tui.errors import EXIT_USAGE, describe, exit_code
@@ -392,15 +393,19 @@ def run_demo(args: argparse.Namespace) -> int:
         say("--demo needs pgserver: pip install 'awa-tui[demo]'")
         return EXIT_USAGE
     try:
-        with exit_on_signals() as note, EmbeddedPostgres() as server:
+        with exit_on_signals() as seen, EmbeddedPostgres() as server:
+            seen.raise_if_seen()  # each step's end: a signal whose own raise was lost
             say("starting the embedded PostgreSQL for the demo…")
             try:
-                asyncio.run(migrate(server.dsn))
+                with python_sigint(seen):
+                    asyncio.run(migrate(server.dsn))
             except AwaError as exc:
                 say(describe(exc).text)
                 return exit_code(exc)
             app = build_demo_app(server.dsn, args)
-            asyncio.run(run_app(app, note, server))
+            seen.raise_if_seen()
+            with python_sigint(seen):
+                asyncio.run(run_app(app, seen.note, server))
             if app.fatal_message is not None:
                 say(app.fatal_message)
             return app.return_code or 0

@@ -19,7 +19,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -248,28 +248,64 @@ def exit_now(server: EmbeddedPostgres, code: int) -> NoReturn:
         os._exit(code)
 
 
+class SeenSignal:
+    """The first signal that ends the process, kept after its handler has raised.
+
+    A handler's exception is raised wherever the main thread is, and that can be inside a
+    finalizer (an asyncio transport collected after its loop closed), where Python prints
+    "Exception ignored in ..." and goes on: a Ctrl-C on the demo while it started was lost that
+    way, and the demo ran on. ``raise_if_seen`` at each step's end raises it again."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def note(self, signum: int) -> None:
+        """Record ``signum`` if it is the first (the app's loop handles some itself)."""
+        if self.signum is None:
+            self.signum = signum
+
+    def raise_if_seen(self) -> None:
+        """The exit the first signal asked for, if one came and the process is still here."""
+        if self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.signum is not None:
+            raise SystemExit(signal_exit_code(self.signum))
+
+
 @contextmanager
-def exit_on_signals() -> Iterator[Callable[[int], None]]:
-    """SIGTERM and SIGHUP raise ``SystemExit(128 + signum)`` so every ``finally`` runs.
+def exit_on_signals() -> Iterator[SeenSignal]:
+    """SIGTERM and SIGHUP raise ``SystemExit(128 + signum)`` so every ``finally`` runs, and
+    SIGINT raises ``KeyboardInterrupt`` (Python's own handler, recorded first).
 
     Only the first signal counts; later ones are ignored (a closed terminal can send several).
-    Yields a function that records a signal handled elsewhere (the app's loop while it runs).
+    Yields what was seen: it records a signal handled elsewhere (the app's loop while it runs)
+    and raises the first one again where its own raise was lost (``SeenSignal``). Around an
+    ``asyncio.run`` put Python's SIGINT handler back (``python_sigint``): asyncio then turns
+    Ctrl-C into a cancellation of its main task instead of an exception anywhere in the loop.
     """
-    seen: list[int] = []
-
-    def note(signum: int) -> None:
-        if not seen:
-            seen.append(signum)
+    seen = SeenSignal()
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if seen:
+        if seen.signum is not None:
             return
-        note(signum)
-        raise SystemExit(signal_exit_code(signum))
+        seen.note(signum)
+        seen.raise_if_seen()
 
-    previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    previous = {sig: signal.signal(sig, handler) for sig in (*SIGNALS, signal.SIGINT)}
     try:
-        yield note
+        yield seen
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextmanager
+def python_sigint(seen: SeenSignal) -> Iterator[None]:
+    """Python's own SIGINT handler for the block (an ``asyncio.run``: see ``exit_on_signals``),
+    then the recording one again; a signal recorded meanwhile is raised as the block ends."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    seen.raise_if_seen()

@@ -77,6 +77,45 @@ def test_a_signal_exits_through_finally_blocks_once(signum: signal.Signals) -> N
     assert signal.getsignal(signum) == before
 
 
+class _Finalized:
+    """An object whose finalizer is where the signal's handler raises (as an asyncio transport
+    collected after its loop closed was, in the demo's start)."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.signum)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a point where handlers have run
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+@pytest.mark.parametrize(
+    ("signum", "raised"),
+    [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, SystemExit)],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_signal_whose_raise_a_finalizer_swallowed_is_raised_at_the_step_end(
+    signum: int, raised: type[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Raised inside ``__del__``, the handler's exception is only printed ("Exception ignored
+    in ..."): the demo went on starting after a Ctrl-C, and ran until a SIGTERM 60 s later."""
+    swallowed: list[type[BaseException] | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: swallowed.append(u.exc_type))
+    steps: list[str] = []
+
+    def start() -> None:
+        with exit_on_signals() as seen:
+            _Finalized(signum)  # collected at once: its finalizer runs the handler
+            steps.append("went on")
+            seen.raise_if_seen()
+            steps.append("the next step")
+
+    with pytest.raises(raised):
+        start()
+    assert swallowed == [raised]
+    assert steps == ["went on"]
+
+
 def test_a_ctrl_c_during_the_cleanup_neither_cuts_it_short_nor_comes_after_it() -> None:
     """Inside ``stop``'s cleanup a KeyboardInterrupt would leave the server or half its
     directory behind (seen: a demo directory left after a Ctrl-C during start-up), and one
