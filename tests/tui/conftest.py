@@ -73,11 +73,16 @@ async def painted(pilot: Pilot[Any]) -> None:
 
 
 def freeze_cursors(pilot: Pilot[Any]) -> None:
-    """No blinking cursors in snapshots."""
+    """No blinking cursors in snapshots: each is drawn steadily. A TextArea caches its lines
+    under a key that reads the same for "blinking, hidden phase" and "not blinking", so one
+    frozen in the hidden phase would keep its cursorless lines; its cache is cleared here (the
+    public style-update hook does that), else the picture depends on the blink (seen in CI)."""
     for widget in pilot.app.screen.query(Input):
         widget.cursor_blink = False
     for area in pilot.app.screen.query(TextArea):
         area.cursor_blink = False
+        area.notify_style_update()
+        area.refresh()
 
 
 def text_of(thing: object) -> str:
