@@ -22,10 +22,15 @@ from benchmarks._harness import (
     machine_info,
 )
 from storage import MAX_OUTPUT_BYTES, Client, Job, migrate
+from storage.runtime.claim import CLAIM_FUNCTIONS, LOCK_LANE
 
 INSERT_BATCH = 2_000
 """Jobs per ``insert_many`` call (one transaction each)."""
 _schema_ids = itertools.count(1)
+CLAIM_STATEMENTS = (LOCK_LANE, *(call for _, _, call in CLAIM_FUNCTIONS.values()))
+"""The statement a claim begins with, whichever way it runs: the session function's call (the
+default) or, where the session may not make one, ``LOCK_LANE``. A query log sees it once per
+claim, and pg_stat_activity shows it while the claim waits for its lane."""
 
 
 def log(message: str) -> None:

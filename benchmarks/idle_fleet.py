@@ -25,10 +25,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from benchmarks import _harness as h
-from benchmarks._engine import Noop, drop_queue_schema, log, new_queue_schema, session
+from benchmarks._engine import (
+    CLAIM_STATEMENTS,
+    Noop,
+    drop_queue_schema,
+    log,
+    new_queue_schema,
+    session,
+)
 from benchmarks.wakeup import OLD_POLL, statements_available
 from storage import Client, Job, Tasks
-from storage.runtime.claim import LOCK_LANE
 
 NAME = "idle_fleet"
 POOL = 3
@@ -66,7 +72,7 @@ class Counter:
 
     def __call__(self, record: Any) -> None:
         self.statements += 1
-        self.claims += record.query == LOCK_LANE
+        self.claims += record.query in CLAIM_STATEMENTS
 
 
 @contextlib.asynccontextmanager
@@ -119,8 +125,8 @@ async def measure(
             if from_server:
                 claims = await conn.fetchval(
                     "SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements"
-                    " WHERE btrim(query, E'\\n ') = $1",
-                    LOCK_LANE.strip("\n "),
+                    " WHERE btrim(query, E'\\n ') = ANY($1::text[])",
+                    [q.strip("\n ") for q in CLAIM_STATEMENTS],
                 )
     finally:
         await drop_queue_schema(conn, schema)

@@ -5,11 +5,12 @@ Per run: N no-op jobs in a fresh schema with its queue paused, the worker comman
 with P processes (1, 2, 4, 8 by default, each sized by the engine), the queue resumed, and the
 run timed to its last completion (``benchmarks.lifecycle.in_processes``). Meanwhile a second
 connection samples pg_stat_activity every ``SAMPLE_MS``: the backends waiting on a heavyweight
-lock in the claim's lane statement (``LOCK_LANE``'s ``FOR UPDATE``) and in any other statement,
-and the active ones. The mean number of lane waiters times the run's seconds is the time spent
-waiting for the lane (Little's law); over the claims made (``claim_id_seq``) it is the lane
-wait per claim. Also the run's jobs/s, server CPU and WAL per job. The figures say where the
-one lane of one queue serialises claimers, not how fast a bigger machine would be.
+lock in a claim's statement (``CLAIM_STATEMENTS``: its lane's ``FOR UPDATE``) and in any other
+statement, and the active ones. The mean number of lane waiters times the run's seconds is
+the time spent waiting for the lane (Little's law); over the claims made (``claim_id_seq``)
+it is the lane wait per claim. Also the run's jobs/s, server CPU and WAL per job. The figures
+say where the one lane of one queue serialises claimers, not how fast a bigger machine would
+be.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ import asyncpg
 
 from benchmarks import _engine as engine
 from benchmarks import _harness as h
+from benchmarks._engine import CLAIM_STATEMENTS
 from benchmarks.lifecycle import TARGET, in_processes
-from storage.runtime.claim import LOCK_LANE
 
 NAME = "processes"
 SAMPLE_MS = 10
 SAMPLE = """
-SELECT count(*) FILTER (WHERE wait_event_type = 'Lock' AND query = $1) AS lane_waiting,
-       count(*) FILTER (WHERE wait_event_type = 'Lock' AND query <> $1) AS other_lock_waiting,
+SELECT count(*) FILTER (WHERE wait_event_type = 'Lock' AND query = ANY($1::text[])) AS lane_waiting,
+       count(*) FILTER (WHERE wait_event_type = 'Lock' AND query <> ALL($1::text[]))
+           AS other_lock_waiting,
        count(*) FILTER (WHERE wait_event_type IN ('LWLock', 'IO')) AS lwlock_io_waiting,
        count(*) AS active
   FROM pg_stat_activity
@@ -65,7 +67,7 @@ async def sample(dsn: str, stop: asyncio.Event) -> list[tuple[int, ...]]:
     found: list[tuple[int, ...]] = []
     try:
         while not stop.is_set():
-            row = await conn.fetchrow(SAMPLE, LOCK_LANE)
+            row = await conn.fetchrow(SAMPLE, list(CLAIM_STATEMENTS))
             assert row is not None
             found.append(tuple(int(v) for v in row.values()))
             await asyncio.sleep(SAMPLE_MS / 1000)

@@ -20,11 +20,17 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks._engine import Noop, drop_queue_schema, log, new_queue_schema, session
+from benchmarks._engine import (
+    CLAIM_STATEMENTS,
+    Noop,
+    drop_queue_schema,
+    log,
+    new_queue_schema,
+    session,
+)
 from benchmarks._harness import Connection, Table, latency_stats, report, stat_cells
 from benchmarks._wake_paths import PATHS, POLL, Wake, bench, wake_seconds
 from storage import Client, Job, Tasks
-from storage.runtime.claim import LOCK_LANE
 
 NAME = "wakeup"
 TARGET_MS = 20.0
@@ -74,7 +80,7 @@ async def idle_claims_per_second(
 
     def count(record: Any) -> None:
         nonlocal claims
-        claims += record.query == LOCK_LANE
+        claims += record.query in CLAIM_STATEMENTS
 
     try:
         async with await Client.connect(dsn, schema, tasks=tasks) as worker:
@@ -96,8 +102,8 @@ async def idle_claims_per_second(
             if from_server:
                 claims = await conn.fetchval(
                     "SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements"
-                    " WHERE btrim(query, E'\\n ') = $1",
-                    LOCK_LANE.strip("\n "),
+                    " WHERE btrim(query, E'\\n ') = ANY($1::text[])",
+                    [q.strip("\n ") for q in CLAIM_STATEMENTS],
                 )
             await worker.shutdown()
     finally:
