@@ -33,9 +33,9 @@ from storage.values.health import Health
 log = logging.getLogger("storage")
 
 SPAWN_WAVE = 64
+"""Handlers started per turn of the event loop (``Runtime._start_handlers``)."""
 RELEASE_TIMEOUT = 10.0
 """Seconds ``stop`` gives the write that hands abandoned attempts back (then rescue will)."""
-"""Handlers started per turn of the event loop (``Runtime._start_handlers``)."""
 
 HEARTBEAT = """
 INSERT INTO attempt_state AS s (job_id, run_lease, claim_id, heartbeat_at, progress)
