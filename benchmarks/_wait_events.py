@@ -4,9 +4,10 @@ Issue #28 asks where the run phase's idle time goes. The client's busy share is 
 the wall clock; this samples the other side every ``INTERVAL`` seconds from a connection of
 its own and counts, per sample, the run's backends in each class: on CPU, waiting for the WAL
 or other I/O (a commit's flush), on a lightweight lock, on a heavyweight lock (a lane or a
-row), idle inside a transaction (waiting for the client's next statement) and idle (the pool's
-spares). Mean backends per class over the samples is the table's unit. The sampler adds a
-query every ``INTERVAL`` to the server's CPU (not measured apart): run it only when asked.
+row), on anything else (the client taking its results, a sleep, another process), idle inside
+a transaction (waiting for the client's next statement) and idle (the pool's spares). Mean
+backends per class over the samples is the table's unit. The sampler adds a query every
+``INTERVAL`` to the server's CPU (not measured apart): run it only when asked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 INTERVAL = 0.02
-CLASSES = ("cpu", "wal/io", "lwlock", "lock", "idle in txn", "idle")
+CLASSES = ("cpu", "wal/io", "lwlock", "lock", "other wait", "idle in txn", "idle")
 
 SAMPLE = """
 SELECT state, wait_event_type, wait_event FROM pg_stat_activity
@@ -39,7 +40,7 @@ def classify(state: str | None, wait_type: str | None, wait_event: str | None) -
         return "cpu"
     if wait_type == "IO" or (wait_event or "").startswith("WAL"):
         return "wal/io"
-    return {"LWLock": "lwlock", "Lock": "lock"}.get(wait_type, "cpu")
+    return {"LWLock": "lwlock", "Lock": "lock"}.get(wait_type, "other wait")
 
 
 @dataclass(slots=True)
