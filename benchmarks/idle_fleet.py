@@ -33,7 +33,7 @@ from benchmarks._engine import (
     new_queue_schema,
     session,
 )
-from benchmarks.wakeup import OLD_POLL, statements_available
+from benchmarks.wakeup import OLD_POLL, claims_counted, statements_available
 from storage import Client, Job, Tasks
 
 NAME = "idle_fleet"
@@ -123,11 +123,7 @@ async def measure(
             server_cpu = server.seconds() - server_started if server else 0.0
             claims, statements = counter.claims - claims, counter.statements - statements
             if from_server:
-                claims = await conn.fetchval(
-                    "SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements"
-                    " WHERE btrim(query, E'\\n ') = ANY($1::text[])",
-                    [q.strip("\n ") for q in CLAIM_STATEMENTS],
-                )
+                claims = await claims_counted(conn)
     finally:
         await drop_queue_schema(conn, schema)
     window = Window(variant, round_no, elapsed, server_cpu, cpu, int(claims), statements)

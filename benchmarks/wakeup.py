@@ -65,6 +65,17 @@ async def statements_available(conn: Connection) -> bool:
     return True
 
 
+async def claims_counted(conn: Connection) -> int:
+    """Claims pg_stat_statements counted since its last reset, on either path of the claim."""
+    return int(
+        await conn.fetchval(
+            "SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements"
+            " WHERE btrim(query, E'\\n ') = ANY($1::text[])",
+            [q.strip("\n ") for q in CLAIM_STATEMENTS],
+        )
+    )
+
+
 async def idle_claims_per_second(
     dsn: str, conn: Connection, poll_interval: float | None, seconds: float, from_server: bool
 ) -> float:
@@ -100,11 +111,7 @@ async def idle_claims_per_second(
             await asyncio.sleep(seconds)
             elapsed = time.perf_counter() - began
             if from_server:
-                claims = await conn.fetchval(
-                    "SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements"
-                    " WHERE btrim(query, E'\\n ') = ANY($1::text[])",
-                    [q.strip("\n ") for q in CLAIM_STATEMENTS],
-                )
+                claims = await claims_counted(conn)
             await worker.shutdown()
     finally:
         await drop_queue_schema(conn, schema)

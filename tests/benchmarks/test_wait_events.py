@@ -36,6 +36,13 @@ async def dsn(migrated_dsn: str) -> AsyncIterator[str]:
         yield own
 
 
+async def three_samples(dsn: str) -> tuple[dict[str, int], int]:
+    """The sampler's counts per class over (at least) three samples, and how many it took."""
+    async with sampled(dsn) as found:
+        await until_true(lambda: found.samples >= 3)
+        return dict(found.counts), found.samples
+
+
 async def test_a_lock_wait_and_its_holder_are_told_apart(dsn: str) -> None:
     holder, waiter, checker = [await asyncpg.connect(dsn) for _ in range(3)]
     try:
@@ -47,9 +54,7 @@ async def test_a_lock_wait_and_its_holder_are_told_apart(dsn: str) -> None:
                 return int(await checker.fetchval(BLOCKED)) == 1
 
             await until(waiting)
-            async with sampled(dsn) as found:
-                await until_true(lambda: found.samples >= 3)
-                counts, samples = dict(found.counts), found.samples
+            counts, samples = await three_samples(dsn)
         await blocked
     finally:
         for conn in (holder, waiter, checker):
@@ -70,9 +75,7 @@ async def test_a_sleeping_backend_waits_rather_than_runs(dsn: str) -> None:
             return int(await checker.fetchval(SLEEPING)) == 1
 
         await until(sleeping)
-        async with sampled(dsn) as found:
-            await until_true(lambda: found.samples >= 3)
-            counts, samples = dict(found.counts), found.samples
+        counts, samples = await three_samples(dsn)
         await checker.execute("SELECT pg_cancel_backend($1)", pid)
         with pytest.raises(asyncpg.QueryCanceledError):
             await sleep
